@@ -1,0 +1,69 @@
+//! The one place the crate takes its atomics, its mutex and its `UnsafeCell` from.
+//!
+//! Under `--cfg loom` they come from [`loom`], which explores every interleaving of the
+//! models in `tests/loom.rs`; otherwise from `std`. Nothing else in the crate names
+//! `std::sync::atomic` or `std::cell::UnsafeCell` directly, so a model checks the code
+//! that ships.
+
+#[cfg(loom)]
+pub(crate) use loom::{
+    cell::UnsafeCell,
+    hint::spin_loop,
+    sync::{
+        atomic::{AtomicU8, AtomicUsize},
+        Mutex, MutexGuard,
+    },
+};
+
+#[cfg(not(loom))]
+pub(crate) use self::std_cell::UnsafeCell;
+#[cfg(not(loom))]
+pub(crate) use std::{
+    hint::spin_loop,
+    sync::{
+        atomic::{AtomicU8, AtomicUsize},
+        Mutex, MutexGuard,
+    },
+};
+
+#[cfg(not(loom))]
+mod std_cell {
+    /// `std::cell::UnsafeCell` with loom's closure-based access API, so that the same code
+    /// compiles against both.
+    #[derive(Debug)]
+    #[repr(transparent)]
+    pub(crate) struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        pub(crate) fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
+    }
+
+    impl<T: ?Sized> UnsafeCell<T> {
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+/// Locks a `Mutex` whose critical sections never panic; a poisoned guard is taken as is.
+#[inline]
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// A raw pointer to the contents of `cell`, for guards that outlive a closure. Under loom
+/// the access is then not tracked; the models track the data with their own cells.
+#[inline(always)]
+pub(crate) fn cell_ptr<T: ?Sized>(cell: &UnsafeCell<T>) -> *mut T {
+    cell.with_mut(|ptr| ptr)
+}

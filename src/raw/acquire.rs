@@ -1,0 +1,161 @@
+//! The acquire future: one type for readers and writers, holding its wait-list node.
+//!
+//! # States
+//!
+//! | phase | node | meaning |
+//! |---|---|---|
+//! | `Init` | [`IDLE`](super::list::IDLE) | not polled yet |
+//! | `Yielding(n)` | idle | a writer that spun in vain, yielding to the executor `n` more times |
+//! | `Queued` | [`WAITING`](super::list::WAITING), linked | waiting; a re-poll checks for a grant or (a writer) tries for the lock |
+//! | `Queued` | [`GRANTED`](super::list::GRANTED), unlinked | a waker took the lock for us; the next poll completes |
+//! | `Queued` | idle, unlinked | a writer took the lock under the wait lock; completes at once |
+//! | `Done` | idle | the lock was handed to the caller (a guard owns it now) |
+//!
+//! Dropping the future in `Queued` calls [`RawRwLock::cancel`], which unlinks a waiting
+//! node (passing the wake-up on) or releases a granted lock. In every other phase the
+//! node is not linked and nothing needs undoing: the future is cancel safe in every state.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+
+use std::sync::atomic::Ordering;
+
+use super::list::{Kind, Waiter, GRANTED};
+use super::stats::lockevent;
+use super::RawRwLock;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Init,
+    Yielding(u32),
+    Queued,
+    Done,
+}
+
+pin_project! {
+    /// Resolves once the caller owns the lock in the node's kind. The node is `!Unpin`.
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub(crate) struct Acquire<'a> {
+        lock: &'a RawRwLock,
+        phase: Phase,
+        #[pin]
+        node: Waiter,
+    }
+
+    impl PinnedDrop for Acquire<'_> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.phase == Phase::Queued {
+                let node = NonNull::from(&*this.node);
+                // SAFETY: the node is ours, pinned, and was queued on this lock; it is not
+                // touched again after this call.
+                unsafe { this.lock.cancel(node) };
+            }
+        }
+    }
+}
+
+impl<'a> Acquire<'a> {
+    /// A pending read acquire of `lock`.
+    pub(crate) fn read(lock: &'a RawRwLock) -> Self {
+        Self::new(lock, Kind::Reader)
+    }
+
+    /// A pending write acquire of `lock`.
+    pub(crate) fn write(lock: &'a RawRwLock) -> Self {
+        Self::new(lock, Kind::Writer)
+    }
+
+    fn new(lock: &'a RawRwLock, kind: Kind) -> Self {
+        Self {
+            lock,
+            phase: Phase::Init,
+            node: Waiter::new(kind),
+        }
+    }
+}
+
+impl Future for Acquire<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        let lock = *this.lock;
+        let kind = this.node.kind;
+        let node = NonNull::from(&*this.node);
+        match *this.phase {
+            Phase::Init => match kind {
+                Kind::Reader => {
+                    let count = match lock.read_fast() {
+                        Ok(()) => return done(this.phase),
+                        Err(count) => count,
+                    };
+                    *this.phase = Phase::Queued;
+                    // SAFETY: the node is pinned in this future, idle, and unlinked by our
+                    // drop while queued (phase `Queued` is set before it can be linked).
+                    if unsafe { lock.read_slowpath(count, node, cx.waker()) } {
+                        return done(this.phase);
+                    }
+                    // Queued with our waker registered; our own queueing may have granted us.
+                    if this.node.state.load(Ordering::Acquire) == GRANTED {
+                        return done(this.phase);
+                    }
+                    return Poll::Pending;
+                }
+                Kind::Writer => {
+                    if lock.write_fast() || lock.write_spin() {
+                        return done(this.phase);
+                    }
+                    let yields = lock.policy().writer_yields;
+                    if yields > 0 {
+                        *this.phase = Phase::Yielding(yields - 1);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    *this.phase = Phase::Queued;
+                    // SAFETY: as for the reader.
+                    if unsafe { lock.write_queue(node, cx.waker()) } {
+                        return done(this.phase);
+                    }
+                    return Poll::Pending;
+                }
+            },
+            Phase::Yielding(left) => {
+                if lock.write_steal() {
+                    lockevent!(lock, wlock_yield);
+                    return done(this.phase);
+                }
+                if left > 0 {
+                    *this.phase = Phase::Yielding(left - 1);
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                *this.phase = Phase::Queued;
+                // SAFETY: as for the reader.
+                if unsafe { lock.write_queue(node, cx.waker()) } {
+                    return done(this.phase);
+                }
+                return Poll::Pending;
+            }
+            Phase::Queued => {}
+            Phase::Done => panic!("`Acquire` polled after completion"),
+        }
+        // SAFETY: the node is ours, pinned, and was queued on `lock`.
+        if unsafe { lock.poll_queued(node, cx.waker()) } {
+            done(this.phase)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[inline]
+fn done(phase: &mut Phase) -> Poll<()> {
+    *phase = Phase::Done;
+    Poll::Ready(())
+}

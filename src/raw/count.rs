@@ -1,0 +1,79 @@
+//! The count word: one `AtomicUsize` that holds the whole lock state, encoded as the
+//! kernel encodes `rw_semaphore::count` (`kernel/locking/rwsem.c`).
+//!
+//! ```text
+//!  usize::BITS-1          8   7..4    3          2         1         0
+//! +---------------+-----------+------+----------+---------+---------+---------------+
+//! | READ_FAIL     | readers   | rsvd | (free)   | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +---------------+-----------+------+----------+---------+---------+---------------+
+//! ```
+//!
+//! Invariants (checked by the tests and the loom models):
+//! - `WAITERS` and `HANDOFF` change only while the wait lock is held; under it,
+//!   `WAITERS` is set exactly when the wait list is not empty, and `HANDOFF` implies
+//!   `WAITERS`.
+//! - `WRITER_LOCKED` set means exactly one writer owns the lock, and then the reader
+//!   count holds only transient biases of readers on their way to the wait queue.
+//! - The idle value, unlocked with nobody waiting, is `0`.
+
+/// A writer owns the lock. Set by a CAS from a value without `LOCK_MASK | HANDOFF` bits
+/// (or by the head waiter under handoff); cleared by the owner's unlock or downgrade.
+pub(crate) const WRITER_LOCKED: usize = 0b0000_0001;
+
+/// The wait list is not empty. Changed only under the wait lock; makes every fast path
+/// fail so that arrivals go through the slow path, and every unlock check for a wake-up.
+pub(crate) const WAITERS: usize = 0b0000_0010;
+
+/// The head waiter has waited past the handoff timeout: nobody but the head may take the
+/// lock. Changed only under the wait lock, set only by or for the head, cleared when the
+/// head gets the lock or the list empties; a cancelled head passes it to the next one.
+pub(crate) const HANDOFF: usize = 0b0000_0100;
+
+/// Bits 3 to 7 are free (bit 3 is meant for an upgradable reader).
+#[allow(dead_code)] // documents the layout; used by the upgradable-read work.
+pub(crate) const RESERVED: usize = 0b1111_1000;
+
+/// Shift of the reader count.
+pub(crate) const READER_SHIFT: u32 = 8;
+
+/// One reader. Added by every reader arriving (fast path), kept by a reader that gets the
+/// lock, removed again by one that queues; added by the waker for each reader it grants.
+pub(crate) const READER_BIAS: usize = 0b1_0000_0000;
+
+/// Guard bit: the reader count must never reach it. A reader that sees it set backs out
+/// and panics, so the count never wraps into the flag bits.
+pub(crate) const READ_FAIL: usize = 1 << (usize::BITS - 1);
+
+/// All reader bits (the count and the guard), as the kernel's `RWSEM_READER_MASK`.
+pub(crate) const READER_MASK: usize = !(READER_BIAS - 1);
+
+/// Bits that mean the lock is owned.
+pub(crate) const LOCK_MASK: usize = WRITER_LOCKED | READER_MASK;
+
+/// A reader's fast path fails if any of these is set in the value before its add.
+pub(crate) const READ_FAILED_MASK: usize = WRITER_LOCKED | WAITERS | HANDOFF | READ_FAIL;
+
+/// The number of readers (owners and transient biases) in `count`.
+#[inline]
+pub(crate) const fn readers(count: usize) -> usize {
+    (count & READER_MASK & !READ_FAIL) >> READER_SHIFT
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_do_not_overlap() {
+        let flags = [WRITER_LOCKED, WAITERS, HANDOFF, RESERVED, READER_MASK];
+        for (i, a) in flags.iter().enumerate() {
+            for b in &flags[i + 1..] {
+                assert_eq!(a & b, 0, "{a:#b} overlaps {b:#b}");
+            }
+        }
+        assert_eq!(flags.iter().fold(0, |acc, f| acc | f), usize::MAX);
+        assert_eq!(READ_FAILED_MASK & READER_BIAS, 0);
+        assert_eq!(readers(3 * READER_BIAS | WAITERS | WRITER_LOCKED), 3);
+        assert_eq!(readers(READ_FAIL), 0);
+    }
+}

@@ -1,0 +1,264 @@
+//! The intrusive wait list and its nodes.
+//!
+//! # Invariants
+//!
+//! - A [`Waiter`] lives inside a pinned acquire future; it is `!Unpin` (`PhantomPinned`),
+//!   so its address is stable from the first time it is linked until it is dropped, and
+//!   the future's `Drop` unlinks it (under the wait lock) before the memory goes away.
+//! - The list's pointers and every node's [`WaiterInner`] are touched only while the
+//!   wait lock (the `Mutex<WaitList>` of the lock) is held. A node's owner touches its
+//!   `inner` without the wait lock only while the node is [`IDLE`] (nobody else has its
+//!   address).
+//! - [`Waiter::state`] is written only under the wait lock (or by the owner while the node
+//!   is [`IDLE`] or [`GRANTED`], when nobody else can see it). A node is linked exactly
+//!   when its state is [`WAITING`]. A waker stores [`GRANTED`] last, after it has unlinked
+//!   the node, taken its waker and adjusted the count word for it, and never touches the
+//!   node again: an owner that loads `GRANTED` (Acquire) owns the lock and may drop the
+//!   node at once.
+//! - The wait lock is never held across a waker call or an `.await`: wakers are moved into
+//!   a [`WakeList`] under it and called after it is released.
+
+use std::marker::PhantomPinned;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+use std::task::Waker;
+use std::time::Instant;
+
+use crate::loom::{AtomicU8, UnsafeCell};
+
+/// Not linked; only the owning future knows the node.
+pub(crate) const IDLE: u8 = 0;
+/// Linked in the wait list, waiting.
+pub(crate) const WAITING: u8 = 1;
+/// Unlinked by a waker that took the lock on the owner's behalf: the owner holds the lock.
+pub(crate) const GRANTED: u8 = 2;
+
+/// What a waiter waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Reader,
+    Writer,
+}
+
+/// A node of the wait list, embedded in an acquire future.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    /// Guarded by the wait lock (see the module invariants).
+    inner: UnsafeCell<WaiterInner>,
+    /// [`IDLE`], [`WAITING`] or [`GRANTED`].
+    pub(crate) state: AtomicU8,
+    /// Fixed at construction.
+    pub(crate) kind: Kind,
+    _pin: PhantomPinned,
+}
+
+#[derive(Debug)]
+pub(crate) struct WaiterInner {
+    prev: Option<NonNull<Waiter>>,
+    next: Option<NonNull<Waiter>>,
+    /// The task to wake; taken out by a waker.
+    pub(crate) waker: Option<Waker>,
+    /// When the node was queued (for the handoff timeout).
+    pub(crate) queued_at: Option<Instant>,
+}
+
+// SAFETY: the raw pointers and the waker inside `inner` are only reached under the wait
+// lock or by the owner while nobody else can see the node (module invariants); `state` is
+// atomic and `kind` immutable. `Waker` is `Send + Sync`.
+unsafe impl Send for Waiter {}
+// SAFETY: as for `Send`: shared access to the node goes through the wait lock or atomics.
+unsafe impl Sync for Waiter {}
+
+impl Waiter {
+    pub(crate) fn new(kind: Kind) -> Self {
+        Self {
+            inner: UnsafeCell::new(WaiterInner {
+                prev: None,
+                next: None,
+                waker: None,
+                queued_at: None,
+            }),
+            state: AtomicU8::new(IDLE),
+            kind,
+            _pin: PhantomPinned,
+        }
+    }
+
+    /// Runs `f` on the node's guarded fields.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the wait lock of the list the node is (or is about to be) linked
+    /// in, or the node is [`IDLE`] or [`GRANTED`] and the caller is its owner; and `f`
+    /// does not reach the same node's fields again.
+    #[inline]
+    pub(crate) unsafe fn with_inner<R>(&self, f: impl FnOnce(&mut WaiterInner) -> R) -> R {
+        // SAFETY: exclusive access by the caller's contract.
+        self.inner.with_mut(|inner| f(unsafe { &mut *inner }))
+    }
+}
+
+/// The wait list: a FIFO of [`Waiter`]s, guarded by the lock's wait lock.
+#[derive(Debug)]
+pub(crate) struct WaitList {
+    head: Option<NonNull<Waiter>>,
+    tail: Option<NonNull<Waiter>>,
+    len: usize,
+}
+
+// SAFETY: the list only holds pointers to nodes that are `Send + Sync`; it is reached only
+// through the `Mutex` that guards it.
+unsafe impl Send for WaitList {}
+
+impl WaitList {
+    pub(crate) const fn new() -> Self {
+        Self {
+            head: None,
+            tail: None,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn head(&self) -> Option<NonNull<Waiter>> {
+        self.head
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Links `node` at the tail and marks it [`WAITING`].
+    ///
+    /// # Safety
+    ///
+    /// `node` points to a pinned, [`IDLE`] waiter that stays alive until it is unlinked,
+    /// and the caller holds the wait lock guarding `self` (it has `&mut self`).
+    pub(crate) unsafe fn push_back(&mut self, node: NonNull<Waiter>) {
+        let tail = self.tail;
+        // SAFETY: the node is alive and ours under the wait lock (caller's contract).
+        unsafe {
+            node.as_ref().with_inner(|inner| {
+                inner.prev = tail;
+                inner.next = None;
+            });
+        }
+        match tail {
+            // SAFETY: linked nodes are alive (they unlink themselves before they die) and
+            // we hold the wait lock; `tail` is not `node` (which was not linked).
+            Some(tail) => unsafe { tail.as_ref().with_inner(|inner| inner.next = Some(node)) },
+            None => self.head = Some(node),
+        }
+        self.tail = Some(node);
+        self.len += 1;
+        // SAFETY: alive, as above.
+        unsafe { node.as_ref() }
+            .state
+            .store(WAITING, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Unlinks `node`. Its state is left for the caller to set.
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked in `self` and the caller holds the wait lock guarding `self`.
+    pub(crate) unsafe fn remove(&mut self, node: NonNull<Waiter>) {
+        // SAFETY: linked nodes are alive; we hold the wait lock.
+        let (prev, next) = unsafe {
+            node.as_ref().with_inner(|inner| {
+                let links = (inner.prev, inner.next);
+                inner.prev = None;
+                inner.next = None;
+                links
+            })
+        };
+        match prev {
+            // SAFETY: a linked neighbour is alive and distinct from `node`.
+            Some(prev) => unsafe { prev.as_ref().with_inner(|inner| inner.next = next) },
+            None => {
+                debug_assert_eq!(self.head, Some(node));
+                self.head = next;
+            }
+        }
+        match next {
+            // SAFETY: as above.
+            Some(next) => unsafe { next.as_ref().with_inner(|inner| inner.prev = prev) },
+            None => {
+                debug_assert_eq!(self.tail, Some(node));
+                self.tail = prev;
+            }
+        }
+        self.len -= 1;
+    }
+
+    /// The node after `node`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked in `self` and the caller holds the wait lock guarding `self`.
+    #[inline]
+    pub(crate) unsafe fn next(&self, node: NonNull<Waiter>) -> Option<NonNull<Waiter>> {
+        // SAFETY: caller's contract.
+        unsafe { node.as_ref().with_inner(|inner| inner.next) }
+    }
+}
+
+/// Capacity of a [`WakeList`]: a full reader batch plus one writer.
+#[cfg(not(loom))]
+const WAKE_LIST_CAP: usize = super::policy::MAX_READER_WAKE_BATCH + 1;
+#[cfg(loom)]
+const WAKE_LIST_CAP: usize = 16;
+
+/// Wakers collected under the wait lock, called after it is released. Lives on the stack:
+/// no allocation.
+pub(crate) struct WakeList {
+    wakers: [MaybeUninit<Waker>; WAKE_LIST_CAP],
+    len: usize,
+}
+
+impl WakeList {
+    /// The most wakers a list holds; callers bound their batches by it.
+    pub(crate) const CAPACITY: usize = WAKE_LIST_CAP;
+
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Self {
+            wakers: [const { MaybeUninit::uninit() }; WAKE_LIST_CAP],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, waker: Waker) {
+        assert!(self.len < WAKE_LIST_CAP, "wake list overflow");
+        self.wakers[self.len].write(waker);
+        self.len += 1;
+    }
+
+    /// Wakes every collected task. Call only after the wait lock is released.
+    #[inline]
+    pub(crate) fn wake_all(mut self) {
+        while self.len > 0 {
+            self.len -= 1;
+            // SAFETY: slots below `len` are initialised, and lowering `len` first means the
+            // slot is read exactly once.
+            let waker = unsafe { self.wakers[self.len].assume_init_read() };
+            waker.wake();
+        }
+    }
+}
+
+impl Drop for WakeList {
+    fn drop(&mut self) {
+        for slot in &mut self.wakers[..self.len] {
+            // SAFETY: slots below `len` are initialised and dropped once here.
+            unsafe { slot.assume_init_drop() };
+        }
+    }
+}

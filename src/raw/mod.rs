@@ -1,0 +1,789 @@
+//! The raw lock: the count word, the wait list, the acquire futures and the policy. Nothing
+//! here knows the protected type `T`, so the algorithm is compiled once, not once per `T`.
+//!
+//! # The algorithm
+//!
+//! This is the Linux kernel's `rw_semaphore` (`kernel/locking/rwsem.c`, v5.12 to v6.x)
+//! with tasks in place of threads; `shared/design/rwsem.md` in the project is the map and
+//! the names below follow the kernel's, so that a reader of `rwsem.c` finds their way.
+//!
+//! - **Count word** ([`count`]): writer bit, waiters bit, handoff bit, readers from bit 8.
+//! - **Readers** add [`READER_BIAS`](count::READER_BIAS) in one `fetch_add` and own the lock
+//!   if none of `READ_FAILED_MASK` was set. Otherwise (the bias still in the count) they
+//!   *steal* the lock if neither a writer nor a handoff is pending and readers do not
+//!   already own it; else they queue, and are *granted* the lock by a waker, which adds
+//!   their bias before it wakes them.
+//! - **Writers** CAS `0 -> WRITER_LOCKED`; else spin on the count word for a bounded time,
+//!   then yield to the executor a bounded number of times, then queue. A woken writer
+//!   takes the lock itself (others may steal it meanwhile) under the wait lock.
+//! - **Handoff**: when the head waiter has waited longer than the policy's handoff timeout
+//!   it sets `HANDOFF`; from then on only the head may take the lock, which bounds the
+//!   unfairness that stealing buys throughput with.
+//! - **Waking** ([`RawRwLock::mark_wake`]): a head writer is woken alone (or granted the
+//!   lock directly under handoff); a head reader means every queued reader, skipping
+//!   writers, up to the batch limit, is granted in one atomic add.
+//! - **Cancellation**: dropping a pending acquire unlinks its node; if it was the head the
+//!   next head is woken (and inherits `HANDOFF`); a granted node releases the lock.
+//!
+//! # Invariants
+//!
+//! The count word's are in [`count`], the wait list's and the nodes' in [`list`]. The
+//! ones that tie them together: `WAITERS` and `HANDOFF` change only under the wait lock;
+//! under it `WAITERS` is set exactly when the list is not empty; every release that leaves
+//! the lock free (or, for a writer, any release) with `WAITERS` set calls
+//! [`RawRwLock::mark_wake`], so a waiter is never left asleep beside a free lock.
+
+pub(crate) mod count;
+pub(crate) mod list;
+pub(crate) mod policy;
+pub(crate) mod stats;
+
+mod acquire;
+
+pub(crate) use acquire::Acquire;
+
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{AcqRel, Acquire as Acq, Relaxed, Release};
+use std::time::{Duration, Instant};
+
+use self::count::*;
+use self::list::{Kind, WaitList, WakeList, Waiter, GRANTED, IDLE, WAITING};
+use self::policy::Policy;
+use self::stats::{lockevent, Counters};
+use crate::loom::{lock, spin_loop, AtomicUsize, Mutex};
+
+/// Why [`RawRwLock::mark_wake`] is called (the kernel's `enum rwsem_wake_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WakeType {
+    /// The lock may be free: wake a head writer, or grant the head readers.
+    Any,
+    /// Readers own the lock: grant the head readers, leave a head writer asleep.
+    Readers,
+    /// The caller stole a read lock: grant the head readers without taking a bias for
+    /// the check.
+    ReadOwned,
+}
+
+/// The raw lock. See the module documentation.
+#[derive(Debug)]
+pub(crate) struct RawRwLock {
+    count: AtomicUsize,
+    wait_list: Mutex<WaitList>,
+    policy: Policy,
+    #[cfg_attr(not(feature = "stats"), allow(dead_code))] // read by `lockevent!` only
+    pub(crate) stats: Counters,
+}
+
+impl RawRwLock {
+    #[cfg(not(loom))]
+    pub(crate) const fn new(policy: Policy) -> Self {
+        Self {
+            count: AtomicUsize::new(0),
+            wait_list: Mutex::new(WaitList::new()),
+            policy: policy.normalized(),
+            stats: Counters::new(),
+        }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new(policy: Policy) -> Self {
+        Self {
+            count: AtomicUsize::new(0),
+            wait_list: Mutex::new(WaitList::new()),
+            policy: policy.normalized(),
+            stats: Counters::new(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The count word (diagnostics and tests).
+    pub(crate) fn count_word(&self) -> usize {
+        self.count.load(Acq)
+    }
+
+    /// The number of queued waiters (diagnostics and tests).
+    pub(crate) fn queue_len(&self) -> usize {
+        lock(&self.wait_list).len()
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Try-locks and releases.
+
+    /// Takes a read lock if that needs no waiting: no writer, nobody queued, no handoff.
+    #[inline]
+    pub(crate) fn try_read(&self) -> bool {
+        let mut count = self.count.load(Relaxed);
+        while count & READ_FAILED_MASK == 0 {
+            match self
+                .count
+                .compare_exchange_weak(count, count + READER_BIAS, Acq, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
+    }
+
+    /// Takes the write lock if it is free and no handoff is pending.
+    #[inline]
+    pub(crate) fn try_write(&self) -> bool {
+        self.write_fast() || self.write_steal()
+    }
+
+    /// Releases a read lock.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a read lock of `self` and gives it up.
+    #[inline]
+    pub(crate) unsafe fn unlock_read(&self) {
+        let count = self.count.fetch_sub(READER_BIAS, Release).wrapping_sub(READER_BIAS);
+        debug_assert!(count & WRITER_LOCKED == 0 || readers(count) > 0);
+        if count & (LOCK_MASK | WAITERS) == WAITERS {
+            self.wake();
+        }
+    }
+
+    /// Releases the write lock.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock of `self` and gives it up.
+    #[inline]
+    pub(crate) unsafe fn unlock_write(&self) {
+        let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+        debug_assert!(old & WRITER_LOCKED != 0, "write unlock of a lock not write-locked");
+        if old & WAITERS != 0 {
+            self.wake();
+        }
+    }
+
+    /// Releases the lock on behalf of a waiter of `kind`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a lock of that kind and gives it up.
+    #[inline]
+    unsafe fn unlock(&self, kind: Kind) {
+        match kind {
+            // SAFETY: forwarded from the caller.
+            Kind::Reader => unsafe { self.unlock_read() },
+            // SAFETY: forwarded from the caller.
+            Kind::Writer => unsafe { self.unlock_write() },
+        }
+    }
+
+    /// `rwsem_wake`: the lock may be free and someone waits.
+    #[cold]
+    #[inline(never)]
+    fn wake(&self) {
+        let mut wakers = WakeList::new();
+        let mut list = lock(&self.wait_list);
+        if !list.is_empty() {
+            self.mark_wake(&mut list, WakeType::Any, &mut wakers);
+        }
+        drop(list);
+        wakers.wake_all();
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Readers.
+
+    /// The read fast path: one `fetch_add`. On failure returns the count word with our
+    /// bias still in it, for [`read_slowpath`](Self::read_slowpath).
+    #[inline]
+    pub(crate) fn read_fast(&self) -> Result<(), usize> {
+        let old = self.count.fetch_add(READER_BIAS, Acq);
+        if old & READ_FAILED_MASK == 0 {
+            lockevent!(self, rlock_fast);
+            Ok(())
+        } else {
+            Err(old.wrapping_add(READER_BIAS))
+        }
+    }
+
+    /// The read slow path (`rwsem_down_read_slowpath`), entered with our bias in `count`.
+    /// Returns `true` if we own a read lock, `false` if `node` was queued (and may have
+    /// been granted already: the caller checks its state).
+    ///
+    /// # Safety
+    ///
+    /// `node` is a pinned [`IDLE`] reader node that stays alive, and is unlinked by the
+    /// caller's drop, while it is [`WAITING`].
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn read_slowpath(&self, count: usize, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+        if count & READ_FAIL != 0 {
+            // SAFETY: our bias is in the count; taking it back is a read unlock.
+            unsafe { self.unlock_read() };
+            panic!("async_rwsem::RwLock: too many readers (the reader count would overflow)");
+        }
+        let rcnt = readers(count);
+        // To keep a stream of readers from starving a waiter, do not steal a lock that
+        // readers already own.
+        let reader_owned = count & WRITER_LOCKED == 0 && rcnt > 1;
+        if !reader_owned && count & (WRITER_LOCKED | HANDOFF) == 0 {
+            lockevent!(self, rlock_steal);
+            if rcnt == 1 && count & WAITERS != 0 {
+                // The first reader in: let the queued readers share the lock.
+                self.wake_readers_after_steal();
+            }
+            return true;
+        }
+        if !reader_owned
+            && count & (WRITER_LOCKED | HANDOFF) == WRITER_LOCKED
+            && !self.policy.reader_spin.is_zero()
+        {
+            // SAFETY: our bias is in the count; taking it back is a read unlock.
+            unsafe { self.unlock_read() };
+            if self.read_spin() {
+                return true;
+            }
+            self.count.fetch_add(READER_BIAS, Acq);
+        }
+        // SAFETY: forwarded from the caller; our bias is in the count.
+        unsafe { self.read_queue(node, waker) }
+    }
+
+    /// Queues a reader whose bias is in the count. Returns `true` if it turned out to own
+    /// the lock without queueing.
+    ///
+    /// # Safety
+    ///
+    /// As for [`read_slowpath`](Self::read_slowpath).
+    unsafe fn read_queue(&self, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+        let mut adjustment = READER_BIAS.wrapping_neg();
+        let mut wakers = WakeList::new();
+        let mut list = lock(&self.wait_list);
+        if list.is_empty() {
+            // Nobody waits, so no handoff is pending: without a writer our bias is a read
+            // lock (the kernel's `rwsem_rlock_fast` on the slow path).
+            if self.count.load(Acq) & WRITER_LOCKED == 0 {
+                drop(list);
+                lockevent!(self, rlock_fast);
+                return true;
+            }
+            adjustment = adjustment.wrapping_add(WAITERS);
+        }
+        // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
+        unsafe {
+            node.as_ref().with_inner(|inner| {
+                inner.waker = Some(waker.clone());
+                inner.queued_at = Some(Instant::now());
+            });
+            list.push_back(node);
+        }
+        lockevent!(self, sleep_reader);
+        // We now wait for the lock instead of trying to take it.
+        let count = self
+            .count
+            .fetch_add(adjustment, AcqRel)
+            .wrapping_add(adjustment);
+        self.cond_wake(&mut list, count, &mut wakers);
+        drop(list);
+        wakers.wake_all();
+        false
+    }
+
+    /// A bounded spin of a reader that found the lock write-locked (policy
+    /// `reader_spin`), entered without a bias in the count. Returns `true` with a read
+    /// lock owned.
+    fn read_spin(&self) -> bool {
+        let budget = self.policy.reader_spin;
+        let start = Instant::now();
+        let mut step = 0u32;
+        let mut rounds = 0u32;
+        loop {
+            let count = self.count.load(Relaxed);
+            if count & HANDOFF != 0 {
+                return false;
+            }
+            if count & WRITER_LOCKED == 0 {
+                let old = self.count.fetch_add(READER_BIAS, Acq);
+                let stealable = old & (WRITER_LOCKED | HANDOFF | READ_FAIL) == 0
+                    && (readers(old) == 0 || old & WAITERS == 0);
+                if stealable {
+                    lockevent!(self, rlock_spin);
+                    if readers(old) == 0 && old & WAITERS != 0 {
+                        self.wake_readers_after_steal();
+                    }
+                    return true;
+                }
+                // SAFETY: we just added this bias; taking it back is a read unlock.
+                unsafe { self.unlock_read() };
+                if old & (HANDOFF | WAITERS) != 0 {
+                    return false;
+                }
+            }
+            rounds += 1;
+            if cfg!(loom) && rounds >= 2 || start.elapsed() >= budget {
+                return false;
+            }
+            backoff(&mut step);
+        }
+    }
+
+    /// After a reader stole the lock with waiters queued, grant the queued readers.
+    #[cold]
+    fn wake_readers_after_steal(&self) {
+        let mut wakers = WakeList::new();
+        let mut list = lock(&self.wait_list);
+        if !list.is_empty() {
+            self.mark_wake(&mut list, WakeType::ReadOwned, &mut wakers);
+        }
+        drop(list);
+        wakers.wake_all();
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Writers.
+
+    /// The write fast path: one CAS from idle.
+    #[inline]
+    pub(crate) fn write_fast(&self) -> bool {
+        let ok = self
+            .count
+            .compare_exchange(0, WRITER_LOCKED, Acq, Relaxed)
+            .is_ok();
+        if ok {
+            lockevent!(self, wlock_fast);
+        }
+        ok
+    }
+
+    /// Takes the write lock if it is free and no handoff is pending (waiters or not).
+    #[inline]
+    pub(crate) fn write_steal(&self) -> bool {
+        let mut count = self.count.load(Relaxed);
+        while count & (LOCK_MASK | HANDOFF) == 0 {
+            match self
+                .count
+                .compare_exchange_weak(count, count | WRITER_LOCKED, Acq, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
+    }
+
+    /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
+    /// with the write lock owned.
+    pub(crate) fn write_spin(&self) -> bool {
+        let base = self.policy.writer_spin;
+        if base.is_zero() {
+            return false;
+        }
+        let start = Instant::now();
+        let mut step = 0u32;
+        let mut rounds = 0u32;
+        loop {
+            let count = self.count.load(Relaxed);
+            if count & (LOCK_MASK | HANDOFF) == 0 {
+                if self
+                    .count
+                    .compare_exchange_weak(count, count | WRITER_LOCKED, Acq, Relaxed)
+                    .is_ok()
+                {
+                    lockevent!(self, opt_lock);
+                    return true;
+                }
+                continue;
+            }
+            if count & HANDOFF != 0 {
+                break;
+            }
+            // Readers hold the lock longer in aggregate: spin longer for more of them, as
+            // the kernel does (10 us + 0.5 us per reader, at most 25 us).
+            let budget = if count & WRITER_LOCKED == 0 {
+                let extra = base.saturating_mul(readers(count).min(u32::MAX as usize) as u32) / 20;
+                base.saturating_add(extra).min(base.saturating_mul(5) / 2)
+            } else {
+                base
+            };
+            rounds += 1;
+            if cfg!(loom) && rounds >= 2 || start.elapsed() >= budget {
+                break;
+            }
+            backoff(&mut step);
+        }
+        lockevent!(self, opt_fail);
+        false
+    }
+
+    /// Queues a writer and tries for the lock once under the wait lock. Returns `true`
+    /// with the write lock owned (and the node unlinked again).
+    ///
+    /// # Safety
+    ///
+    /// `node` is a pinned [`IDLE`] writer node that stays alive, and is unlinked by the
+    /// caller's drop, while it is [`WAITING`].
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn write_queue(&self, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+        let mut wakers = WakeList::new();
+        let mut list = lock(&self.wait_list);
+        let first = list.is_empty();
+        // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
+        unsafe {
+            node.as_ref().with_inner(|inner| {
+                inner.waker = Some(waker.clone());
+                inner.queued_at = Some(Instant::now());
+            });
+            list.push_back(node);
+        }
+        lockevent!(self, sleep_writer);
+        if first {
+            self.count.fetch_or(WAITERS, Relaxed);
+        } else {
+            // Others wait already: readers at the head may be grantable now.
+            let count = self.count.load(Relaxed);
+            self.cond_wake(&mut list, count, &mut wakers);
+        }
+        // SAFETY: the node is linked and we hold the wait lock.
+        let acquired = unsafe { self.try_write_lock(&mut list, node) };
+        drop(list);
+        wakers.wake_all();
+        acquired
+    }
+
+    /// `rwsem_try_write_lock`, for a queued writer under the wait lock: take the lock if it
+    /// is free (and no handoff is pending for another waiter), unlinking the node; or, as
+    /// the head that has waited past the timeout, set `HANDOFF`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked in `list`, which is the locked wait list of `self`.
+    unsafe fn try_write_lock(&self, list: &mut WaitList, node: NonNull<Waiter>) -> bool {
+        let is_head = list.head() == Some(node);
+        let mut timed_out = None;
+        let mut count = self.count.load(Relaxed);
+        loop {
+            if count & HANDOFF != 0 && !is_head {
+                return false;
+            }
+            let new = if count & LOCK_MASK != 0 {
+                if count & HANDOFF != 0 || !is_head {
+                    return false;
+                }
+                // SAFETY: linked node, wait lock held.
+                if !*timed_out.get_or_insert_with(|| unsafe { self.timed_out(node) }) {
+                    return false;
+                }
+                count | HANDOFF
+            } else {
+                let mut new = (count | WRITER_LOCKED) & !HANDOFF;
+                if list.len() == 1 {
+                    new &= !WAITERS;
+                }
+                new
+            };
+            match self.count.compare_exchange_weak(count, new, Acq, Relaxed) {
+                Ok(_) if new & HANDOFF != 0 => {
+                    lockevent!(self, wlock_handoff);
+                    return false;
+                }
+                Ok(_) => break,
+                Err(now) => count = now,
+            }
+        }
+        // SAFETY: linked in `list`, wait lock held.
+        unsafe { list.remove(node) };
+        // SAFETY: the node is alive (linked until just now) and ours.
+        unsafe { node.as_ref() }.state.store(IDLE, Relaxed);
+        lockevent!(self, wlock_queued);
+        true
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Queued waiters: re-polls and cancellation.
+
+    /// A re-poll of a queued node. Returns `true` when the owner now holds the lock (the
+    /// node is unlinked and no longer [`WAITING`]).
+    ///
+    /// # Safety
+    ///
+    /// `node` belongs to the caller, was queued on `self` and is pinned.
+    pub(crate) unsafe fn poll_queued(&self, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+        // SAFETY: the node is alive (the caller owns it).
+        let waiter = unsafe { node.as_ref() };
+        if waiter.state.load(Acq) != WAITING {
+            return true;
+        }
+        let mut list = lock(&self.wait_list);
+        if waiter.state.load(Relaxed) != WAITING {
+            return true;
+        }
+        // SAFETY: linked (WAITING) and we hold the wait lock.
+        if waiter.kind == Kind::Writer && unsafe { self.try_write_lock(&mut list, node) } {
+            return true;
+        }
+        // SAFETY: linked and we hold the wait lock.
+        let old = unsafe {
+            waiter.with_inner(|inner| match &inner.waker {
+                Some(current) if current.will_wake(waker) => None,
+                _ => inner.waker.replace(waker.clone()),
+            })
+        };
+        drop(list);
+        drop(old);
+        false
+    }
+
+    /// A pending acquire is dropped (`rwsem_del_wake_waiter`): unlink the node, pass the
+    /// wake-up (and any handoff) on to the next head, or release a lock already granted.
+    ///
+    /// # Safety
+    ///
+    /// `node` belongs to the caller, was queued on `self` and is pinned; after this call it
+    /// is unlinked and may be freed.
+    pub(crate) unsafe fn cancel(&self, node: NonNull<Waiter>) {
+        // SAFETY: the node is alive (the caller owns it).
+        let waiter = unsafe { node.as_ref() };
+        let kind = waiter.kind;
+        let state = waiter.state.load(Acq);
+        if state == GRANTED {
+            // SAFETY: a granted node's owner holds the lock; it gives it up.
+            unsafe { self.unlock(kind) };
+            self.count_cancel(kind);
+            return;
+        }
+        if state == IDLE {
+            return;
+        }
+        let mut wakers = WakeList::new();
+        let mut list = lock(&self.wait_list);
+        match waiter.state.load(Relaxed) {
+            GRANTED => {
+                drop(list);
+                // SAFETY: as above; the grant happened under the wait lock we then took.
+                unsafe { self.unlock(kind) };
+                self.count_cancel(kind);
+                return;
+            }
+            IDLE => return,
+            _ => {}
+        }
+        let was_head = list.head() == Some(node);
+        // SAFETY: WAITING means linked; we hold the wait lock.
+        let waker = unsafe {
+            list.remove(node);
+            waiter.with_inner(|inner| inner.waker.take())
+        };
+        waiter.state.store(IDLE, Relaxed);
+        if list.is_empty() {
+            self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+        } else if was_head {
+            // The next head inherits any handoff, and may be able to run now.
+            self.mark_wake(&mut list, WakeType::Any, &mut wakers);
+        }
+        drop(list);
+        drop(waker);
+        wakers.wake_all();
+        self.count_cancel(kind);
+    }
+
+    #[inline]
+    fn count_cancel(&self, kind: Kind) {
+        match kind {
+            Kind::Reader => lockevent!(self, rlock_cancel),
+            Kind::Writer => lockevent!(self, wlock_cancel),
+        }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Waking.
+
+    /// `rwsem_cond_wake_waiter`: after a change that may let the head run.
+    fn cond_wake(&self, list: &mut WaitList, count: usize, wakers: &mut WakeList) {
+        if count & WRITER_LOCKED != 0 {
+            return;
+        }
+        let wake_type = if count & READER_MASK != 0 {
+            WakeType::Readers
+        } else {
+            WakeType::Any
+        };
+        self.mark_wake(list, wake_type, wakers);
+    }
+
+    /// Has the node waited past the handoff timeout?
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked and the caller holds the wait lock.
+    unsafe fn timed_out(&self, node: NonNull<Waiter>) -> bool {
+        let timeout = self.policy.handoff_timeout;
+        if timeout == Duration::MAX {
+            return false;
+        }
+        // SAFETY: caller's contract.
+        let queued_at = unsafe { node.as_ref().with_inner(|inner| inner.queued_at) };
+        timeout.is_zero() || queued_at.is_some_and(|t| t.elapsed() >= timeout)
+    }
+
+    /// `rwsem_mark_wake`: wake or grant the head of the queue, under the wait lock. Wakers
+    /// go to `wakers`, to be called once the wait lock is released.
+    fn mark_wake(&self, list: &mut WaitList, wake_type: WakeType, wakers: &mut WakeList) {
+        let Some(head) = list.head() else { return };
+        // SAFETY: linked nodes are alive while we hold the wait lock.
+        let head_ref = unsafe { head.as_ref() };
+        if head_ref.kind == Kind::Writer {
+            if wake_type == WakeType::Any {
+                // SAFETY: `head` is linked in `list`, which we hold.
+                unsafe { self.wake_writer(list, head, wakers) };
+            }
+            return;
+        }
+
+        // The head is a reader: grant every queued reader (up to the batch limit) at once.
+        let oldcount;
+        let mut adjustment = 0usize;
+        if wake_type == WakeType::ReadOwned {
+            // Our caller owns a read lock, so no writer can get in. HANDOFF is stable
+            // under the wait lock.
+            oldcount = self.count.load(Relaxed);
+        } else {
+            if self.count.load(Relaxed) & READ_FAIL != 0 {
+                return; // Too many readers already: the unlocks will wake again.
+            }
+            // Take a read lock for the head first, to keep writers out while we grant.
+            adjustment = READER_BIAS;
+            oldcount = self.count.fetch_add(READER_BIAS, Acq);
+            if oldcount & WRITER_LOCKED != 0 {
+                // A writer stole the lock. If the head has waited too long, request a
+                // handoff to force the issue.
+                let mut undo = READER_BIAS.wrapping_neg();
+                // SAFETY: `head` is linked and we hold the wait lock.
+                if oldcount & HANDOFF == 0 && unsafe { self.timed_out(head) } {
+                    undo = undo.wrapping_add(HANDOFF);
+                    lockevent!(self, rlock_handoff);
+                }
+                self.count.fetch_add(undo, Release);
+                return;
+            }
+        }
+
+        // Pass 1: how many readers to grant. The count must hold all their biases before
+        // any of them is marked granted, or one could run, unlock and let a writer in
+        // beside readers that are still to be marked.
+        let batch = self.policy.reader_wake_batch.min(WakeList::CAPACITY - 1);
+        let mut woken = 0usize;
+        let mut cursor = Some(head);
+        while let Some(node) = cursor {
+            // SAFETY: linked nodes are alive while we hold the wait lock.
+            if unsafe { node.as_ref() }.kind == Kind::Reader {
+                woken += 1;
+                if woken == batch {
+                    break;
+                }
+            }
+            // SAFETY: `node` is linked in `list`, which we hold.
+            cursor = unsafe { list.next(node) };
+        }
+        let mut adjust = (woken * READER_BIAS).wrapping_sub(adjustment);
+        if woken == list.len() {
+            // Everyone is granted: nobody waits any more, nobody needs a handoff.
+            adjust = adjust.wrapping_sub(WAITERS);
+            if oldcount & HANDOFF != 0 {
+                adjust = adjust.wrapping_sub(HANDOFF);
+            }
+        } else if oldcount & HANDOFF != 0 {
+            // The head (a reader) got the lock: the handoff it asked for is done.
+            adjust = adjust.wrapping_sub(HANDOFF);
+        }
+        if adjust != 0 {
+            self.count.fetch_add(adjust, AcqRel);
+        }
+
+        // Pass 2: unlink them, take their wakers, and only then mark them granted.
+        let mut left = woken;
+        let mut cursor = Some(head);
+        while left > 0 {
+            let node = cursor.expect("pass 1 counted these readers");
+            // SAFETY: `node` is linked in `list`, which we hold.
+            cursor = unsafe { list.next(node) };
+            // SAFETY: linked nodes are alive while we hold the wait lock.
+            let waiter = unsafe { node.as_ref() };
+            if waiter.kind != Kind::Reader {
+                continue;
+            }
+            // SAFETY: linked in `list`; wait lock held.
+            let waker = unsafe {
+                list.remove(node);
+                waiter.with_inner(|inner| inner.waker.take())
+            };
+            if let Some(waker) = waker {
+                wakers.push(waker);
+            }
+            // Last touch of the node: from here its owner may drop it.
+            waiter.state.store(GRANTED, Release);
+            lockevent!(self, wake_reader);
+            left -= 1;
+        }
+    }
+
+    /// Wakes the head writer, or, under handoff with the lock free, grants it the lock.
+    ///
+    /// # Safety
+    ///
+    /// `head` is the head of `list`, which is the locked wait list of `self`.
+    unsafe fn wake_writer(&self, list: &mut WaitList, head: NonNull<Waiter>, wakers: &mut WakeList) {
+        // SAFETY: linked nodes are alive while we hold the wait lock.
+        let waiter = unsafe { head.as_ref() };
+        let mut count = self.count.load(Relaxed);
+        if count & LOCK_MASK != 0 {
+            // Still owned: the owner's release will wake the head.
+            return;
+        }
+        if count & HANDOFF != 0 {
+            // Nobody but the head may take the lock now: hand it over directly.
+            loop {
+                if count & LOCK_MASK != 0 {
+                    return; // a reader's transient bias; its queueing re-checks.
+                }
+                let mut new = (count | WRITER_LOCKED) & !HANDOFF;
+                if list.len() == 1 {
+                    new &= !WAITERS;
+                }
+                match self.count.compare_exchange_weak(count, new, Acq, Relaxed) {
+                    Ok(_) => break,
+                    Err(now) => count = now,
+                }
+            }
+            // SAFETY: `head` is linked in `list`; wait lock held.
+            let waker = unsafe {
+                list.remove(head);
+                waiter.with_inner(|inner| inner.waker.take())
+            };
+            if let Some(waker) = waker {
+                wakers.push(waker);
+            }
+            // Last touch of the node: from here its owner may drop it.
+            waiter.state.store(GRANTED, Release);
+            lockevent!(self, wlock_queued);
+            return;
+        }
+        // SAFETY: linked, wait lock held.
+        if let Some(waker) = unsafe { waiter.with_inner(|inner| inner.waker.take()) } {
+            wakers.push(waker);
+            lockevent!(self, wake_writer);
+        }
+    }
+}
+
+/// Exponential backoff for the spin loops: 1, 2, 4 ... 64 pause instructions.
+#[inline]
+fn backoff(step: &mut u32) {
+    for _ in 0..(1u32 << *step) {
+        spin_loop();
+    }
+    if *step < 6 {
+        *step += 1;
+    }
+}

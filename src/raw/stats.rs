@@ -1,0 +1,100 @@
+//! Lock-event counters, named after the kernel's `lock_events_list.h` (`rwsem_*`).
+//!
+//! With the `stats` feature each lock carries one relaxed `AtomicU64` per event; without
+//! it the counters are a zero-sized type and every `lockevent!` compiles to nothing.
+
+macro_rules! lock_events {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// A snapshot of one lock's event counters (feature `stats`).
+        ///
+        /// Each field counts events since the lock was created; the names follow the
+        /// kernel's `rwsem_*` lock events. Counters are updated with relaxed atomics, so a
+        /// snapshot taken while the lock is in use is approximate, and exact once every
+        /// task has finished with the lock.
+        #[cfg(feature = "stats")]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub struct LockStats {
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        #[cfg(feature = "stats")]
+        #[derive(Debug, Default)]
+        pub(crate) struct Counters {
+            $( pub(crate) $name: std::sync::atomic::AtomicU64, )*
+        }
+
+        #[cfg(feature = "stats")]
+        impl Counters {
+            pub(crate) const fn new() -> Self {
+                Self { $( $name: std::sync::atomic::AtomicU64::new(0), )* }
+            }
+
+            pub(crate) fn snapshot(&self) -> LockStats {
+                LockStats {
+                    $( $name: self.$name.load(std::sync::atomic::Ordering::Relaxed), )*
+                }
+            }
+        }
+    };
+}
+
+lock_events! {
+    /// Read locks taken on the one-RMW fast path.
+    rlock_fast,
+    /// Read locks stolen on the slow path (no writer, no handoff pending).
+    rlock_steal,
+    /// Read locks taken by a spinning reader.
+    rlock_spin,
+    /// Readers that queued and went to sleep.
+    sleep_reader,
+    /// Readers granted the lock by a waker.
+    wake_reader,
+    /// Handoffs requested on behalf of a reader at the head of the queue.
+    rlock_handoff,
+    /// Write locks taken on the one-CAS fast path.
+    wlock_fast,
+    /// Write locks taken while spinning (the kernel's `rwsem_opt_lock`).
+    opt_lock,
+    /// Spins that ran out of budget or met a handoff (`rwsem_opt_fail`).
+    opt_fail,
+    /// Write locks taken after a yield to the executor.
+    wlock_yield,
+    /// Writers that queued and went to sleep.
+    sleep_writer,
+    /// Queued writers woken to try for the lock.
+    wake_writer,
+    /// Write locks taken by a queued writer (woken, or granted under handoff).
+    wlock_queued,
+    /// Handoffs requested by a writer at the head of the queue.
+    wlock_handoff,
+    /// Pending read acquires dropped while queued or granted-but-unpolled.
+    rlock_cancel,
+    /// Pending write acquires dropped while queued or granted-but-unpolled.
+    wlock_cancel,
+}
+
+#[cfg(not(feature = "stats"))]
+#[derive(Debug, Default)]
+pub(crate) struct Counters;
+
+#[cfg(not(feature = "stats"))]
+impl Counters {
+    pub(crate) const fn new() -> Self {
+        Counters
+    }
+}
+
+/// Counts one event on `$lock` (a `&RawRwLock`) when the `stats` feature is on.
+macro_rules! lockevent {
+    ($lock:expr, $name:ident) => {{
+        #[cfg(feature = "stats")]
+        {
+            $lock
+                .stats
+                .$name
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }};
+}
+pub(crate) use lockevent;
