@@ -47,7 +47,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire as Acq, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use self::count::*;
-use self::list::{Kind, WaitList, WakeList, Waiter, GRANTED, IDLE, WAITING};
+use self::list::{Kind, WaitList, Waiter, WakeList, GRANTED, IDLE, WAITING};
 use self::policy::Policy;
 use self::stats::{lockevent, Counters};
 use crate::loom::{lock, spin_loop, AtomicUsize, Mutex};
@@ -142,8 +142,9 @@ impl RawRwLock {
     /// The caller owns a read lock of `self` and gives it up.
     #[inline]
     pub(crate) unsafe fn unlock_read(&self) {
-        let count = self.count.fetch_sub(READER_BIAS, Release).wrapping_sub(READER_BIAS);
-        debug_assert!(count & WRITER_LOCKED == 0 || readers(count) > 0);
+        let old = self.count.fetch_sub(READER_BIAS, Release);
+        debug_assert!(readers(old) > 0, "read unlock without a reader");
+        let count = old.wrapping_sub(READER_BIAS);
         if count & (LOCK_MASK | WAITERS) == WAITERS {
             self.wake();
         }
@@ -157,7 +158,10 @@ impl RawRwLock {
     #[inline]
     pub(crate) unsafe fn unlock_write(&self) {
         let old = self.count.fetch_sub(WRITER_LOCKED, Release);
-        debug_assert!(old & WRITER_LOCKED != 0, "write unlock of a lock not write-locked");
+        debug_assert!(
+            old & WRITER_LOCKED != 0,
+            "write unlock of a lock not write-locked"
+        );
         if old & WAITERS != 0 {
             self.wake();
         }
@@ -217,7 +221,12 @@ impl RawRwLock {
     /// caller's drop, while it is [`WAITING`].
     #[cold]
     #[inline(never)]
-    pub(crate) unsafe fn read_slowpath(&self, count: usize, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+    pub(crate) unsafe fn read_slowpath(
+        &self,
+        count: usize,
+        node: NonNull<Waiter>,
+        waker: &std::task::Waker,
+    ) -> bool {
         if count & READ_FAIL != 0 {
             // SAFETY: our bias is in the count; taking it back is a read unlock.
             unsafe { self.unlock_read() };
@@ -425,7 +434,11 @@ impl RawRwLock {
     /// caller's drop, while it is [`WAITING`].
     #[cold]
     #[inline(never)]
-    pub(crate) unsafe fn write_queue(&self, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+    pub(crate) unsafe fn write_queue(
+        &self,
+        node: NonNull<Waiter>,
+        waker: &std::task::Waker,
+    ) -> bool {
         let mut wakers = WakeList::new();
         let mut list = lock(&self.wait_list);
         let first = list.is_empty();
@@ -509,7 +522,11 @@ impl RawRwLock {
     /// # Safety
     ///
     /// `node` belongs to the caller, was queued on `self` and is pinned.
-    pub(crate) unsafe fn poll_queued(&self, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+    pub(crate) unsafe fn poll_queued(
+        &self,
+        node: NonNull<Waiter>,
+        waker: &std::task::Waker,
+    ) -> bool {
         // SAFETY: the node is alive (the caller owns it).
         let waiter = unsafe { node.as_ref() };
         if waiter.state.load(Acq) != WAITING {
@@ -733,7 +750,12 @@ impl RawRwLock {
     /// # Safety
     ///
     /// `head` is the head of `list`, which is the locked wait list of `self`.
-    unsafe fn wake_writer(&self, list: &mut WaitList, head: NonNull<Waiter>, wakers: &mut WakeList) {
+    unsafe fn wake_writer(
+        &self,
+        list: &mut WaitList,
+        head: NonNull<Waiter>,
+        wakers: &mut WakeList,
+    ) {
         // SAFETY: linked nodes are alive while we hold the wait lock.
         let waiter = unsafe { head.as_ref() };
         let mut count = self.count.load(Relaxed);

@@ -1,0 +1,493 @@
+//! Deterministic tests of every transition of the lock, one poll at a time (`tokio-test`).
+//!
+//! The count word is checked after each step with the kernel's encoding: bit 0 writer,
+//! bit 1 waiters, bit 2 handoff, readers from bit 8.
+#![cfg(not(loom))]
+
+use std::time::Duration;
+
+use async_rwsem::{Policy, RwLock};
+use tokio_test::task::spawn;
+use tokio_test::{assert_pending, assert_ready};
+
+const W: usize = 0b001;
+const WAITERS: usize = 0b010;
+const HANDOFF: usize = 0b100;
+const R: usize = 1 << 8;
+
+/// No spinning and no yielding, so that a writer queues on its first poll.
+fn queue_at_once() -> Policy {
+    Policy::new()
+        .writer_spin(Duration::ZERO)
+        .writer_yields(0)
+        .handoff_timeout(Duration::MAX)
+}
+
+fn lock(policy: Policy) -> RwLock<u32> {
+    RwLock::with_policy(0, policy)
+}
+
+#[test]
+fn fast_paths_and_idle_value() {
+    let l = lock(Policy::new());
+    assert_eq!(l.__count_word(), 0);
+    let r1 = assert_ready!(spawn(l.read()).poll());
+    let r2 = assert_ready!(spawn(l.read()).poll());
+    assert_eq!(l.__count_word(), 2 * R);
+    drop((r1, r2));
+    assert_eq!(l.__count_word(), 0);
+    let mut w = assert_ready!(spawn(l.write()).poll());
+    *w += 1;
+    assert_eq!(l.__count_word(), W);
+    drop(w);
+    assert_eq!(l.__count_word(), 0);
+    assert_eq!(*l.try_read().unwrap(), 1);
+}
+
+#[test]
+fn try_locks() {
+    let l = lock(Policy::new());
+    let r = l.try_read().unwrap();
+    assert!(l.try_write().is_err());
+    let r2 = l.try_read().unwrap();
+    drop((r, r2));
+    let w = l.try_write().unwrap();
+    assert!(l.try_read().is_err());
+    assert!(l.try_write().is_err());
+    assert_eq!(
+        l.try_write().unwrap_err().to_string(),
+        "operation would block"
+    );
+    drop(w);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn reader_queues_behind_writer_and_is_granted() {
+    let l = lock(queue_at_once());
+    let w = l.try_write().unwrap();
+    let mut r = spawn(l.read());
+    assert_pending!(r.poll());
+    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.__queue_len(), 1);
+    assert!(!r.is_woken());
+    drop(w);
+    // The unlock granted the reader before waking it: the bias is already in the count.
+    assert!(r.is_woken());
+    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.__queue_len(), 0);
+    let g = assert_ready!(r.poll());
+    drop(g);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn writer_spins_then_yields_then_queues() {
+    let l = lock(
+        Policy::new()
+            .writer_spin(Duration::from_micros(1))
+            .writer_yields(2),
+    );
+    let r = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    // Spin fails (a reader holds the lock), then the writer yields: it wakes itself.
+    assert_pending!(w.poll());
+    assert!(w.is_woken());
+    assert_eq!(l.__queue_len(), 0);
+    assert_pending!(w.poll());
+    assert!(w.is_woken());
+    assert_eq!(l.__queue_len(), 0);
+    // Out of yields: it queues and sleeps.
+    assert_pending!(w.poll());
+    assert!(!w.is_woken());
+    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.__count_word(), R | WAITERS);
+    drop(r);
+    assert!(w.is_woken());
+    let g = assert_ready!(w.poll());
+    assert_eq!(l.__count_word(), W);
+    drop(g);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn writer_takes_the_lock_during_a_yield() {
+    let l = lock(Policy::new().writer_spin(Duration::ZERO).writer_yields(3));
+    let r = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    drop(r);
+    let g = assert_ready!(w.poll());
+    assert_eq!(l.__queue_len(), 0);
+    drop(g);
+}
+
+#[test]
+fn reader_steals_after_writer_leaves() {
+    let l = lock(queue_at_once());
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    drop(w1);
+    // The head writer is woken, not granted: the lock is free until it runs.
+    assert!(w2.is_woken());
+    assert_eq!(l.__count_word(), WAITERS);
+    // A reader arriving now steals the lock (no writer, no handoff).
+    let r = assert_ready!(spawn(l.read()).poll());
+    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_pending!(w2.poll());
+    assert_eq!(l.__queue_len(), 1);
+    drop(r);
+    assert!(w2.is_woken());
+    let g = assert_ready!(w2.poll());
+    assert_eq!(l.__count_word(), W);
+    drop(g);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn writer_steals_after_writer_leaves() {
+    let l = lock(queue_at_once());
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    drop(w1);
+    assert!(w2.is_woken());
+    // try_write steals like a spinning writer would.
+    let w3 = l.try_write().unwrap();
+    assert_pending!(w2.poll());
+    drop(w3);
+    assert_ready!(w2.poll());
+}
+
+#[test]
+fn readers_queue_behind_reader_owned_lock_when_a_writer_waits() {
+    let l = lock(queue_at_once());
+    let r1 = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    // A new reader must not join the owning readers while a writer waits.
+    assert!(l.try_read().is_err());
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
+    assert_eq!(l.__queue_len(), 2);
+    assert_eq!(l.__count_word(), R | WAITERS);
+    drop(r1);
+    assert!(w.is_woken());
+    assert!(!r2.is_woken());
+    let g = assert_ready!(w.poll());
+    assert_pending!(r2.poll());
+    drop(g);
+    assert!(r2.is_woken());
+    let _held = assert_ready!(r2.poll());
+    assert_eq!(l.__count_word(), R);
+}
+
+#[test]
+fn all_queued_readers_granted_in_one_wake_writers_skipped() {
+    let l = lock(queue_at_once());
+    let w = l.try_write().unwrap();
+    let mut r1 = spawn(l.read());
+    let mut w2 = spawn(l.write());
+    let mut r2 = spawn(l.read());
+    let mut r3 = spawn(l.read());
+    assert_pending!(r1.poll());
+    assert_pending!(w2.poll());
+    assert_pending!(r2.poll());
+    assert_pending!(r3.poll());
+    assert_eq!(l.__queue_len(), 4);
+    drop(w);
+    assert!(r1.is_woken() && r2.is_woken() && r3.is_woken());
+    assert!(!w2.is_woken());
+    assert_eq!(l.__count_word(), 3 * R | WAITERS);
+    assert_eq!(l.__queue_len(), 1);
+    let g1 = assert_ready!(r1.poll());
+    let g2 = assert_ready!(r2.poll());
+    let g3 = assert_ready!(r3.poll());
+    drop((g1, g2));
+    assert!(!w2.is_woken());
+    drop(g3);
+    assert!(w2.is_woken());
+    assert_ready!(w2.poll());
+    #[cfg(feature = "stats")]
+    {
+        let s = l.stats();
+        assert_eq!(s.wake_reader, 3);
+        assert_eq!(s.sleep_reader, 3);
+        assert_eq!(s.sleep_writer, 1);
+    }
+}
+
+#[test]
+fn reader_wake_batch_limits_one_grant() {
+    let l = lock(queue_at_once().reader_wake_batch(2));
+    let w = l.try_write().unwrap();
+    let mut rs: Vec<_> = (0..5).map(|_| spawn(l.read())).collect();
+    for r in &mut rs {
+        assert_pending!(r.poll());
+    }
+    drop(w);
+    let woken = rs.iter().filter(|r| r.is_woken()).count();
+    assert_eq!(woken, 2);
+    assert_eq!(l.__count_word(), 2 * R | WAITERS);
+    // The lock is reader-owned, the rest are readers: the next release grants the next batch.
+    let g0 = assert_ready!(rs[0].poll());
+    let g1 = assert_ready!(rs[1].poll());
+    drop((g0, g1));
+    assert!(rs[2].is_woken() && rs[3].is_woken() && !rs[4].is_woken());
+}
+
+#[test]
+fn handoff_is_set_after_the_timeout_and_honoured() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    std::thread::sleep(Duration::from_millis(3));
+    drop(w1);
+    assert!(w2.is_woken());
+    // Before the head runs, a reader steals: no handoff is pending yet.
+    let r = assert_ready!(spawn(l.read()).poll());
+    // The head finds the lock held and has waited past the timeout: it sets HANDOFF.
+    assert_pending!(w2.poll());
+    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    // Now nobody but the head gets in: readers queue, writers fail.
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
+    assert!(l.try_write().is_err());
+    assert!(l.try_read().is_err());
+    assert_eq!(l.__queue_len(), 2);
+    // The release grants the head writer directly and clears HANDOFF.
+    drop(r);
+    assert!(w2.is_woken());
+    assert!(!r2.is_woken());
+    assert_eq!(l.__count_word(), W | WAITERS);
+    let g = assert_ready!(w2.poll());
+    drop(g);
+    assert!(r2.is_woken());
+    let _held = assert_ready!(r2.poll());
+    assert_eq!(l.__count_word(), R);
+}
+
+#[test]
+fn reader_head_requests_handoff_when_a_writer_holds_the_lock() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    let mut r = spawn(l.read());
+    assert_pending!(w2.poll());
+    assert_pending!(r.poll());
+    std::thread::sleep(Duration::from_millis(3));
+    // The head writer goes away while w1 still holds the lock: the wake passes to the
+    // reader head, whose grant finds the writer bit; it has waited past the timeout, so
+    // it asks for a handoff instead.
+    drop(w2);
+    assert!(!r.is_woken());
+    assert_eq!(l.__count_word(), W | WAITERS | HANDOFF);
+    assert!(l.try_read().is_err());
+    #[cfg(feature = "stats")]
+    assert_eq!(l.stats().rlock_handoff, 1);
+    // The release grants the reader and clears both bits.
+    drop(w1);
+    assert!(r.is_woken());
+    assert_eq!(l.__count_word(), R);
+    let _held = assert_ready!(r.poll());
+}
+
+#[test]
+fn handoff_disabled_never_sets_the_bit() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::MAX));
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    std::thread::sleep(Duration::from_millis(2));
+    drop(w1);
+    let r = assert_ready!(spawn(l.read()).poll());
+    assert_pending!(w2.poll());
+    assert_eq!(l.__count_word() & HANDOFF, 0);
+    drop(r);
+    assert_ready!(w2.poll());
+}
+
+#[test]
+fn cancel_before_first_poll_and_while_yielding() {
+    let l = lock(Policy::new().writer_spin(Duration::ZERO).writer_yields(5));
+    drop(l.read());
+    drop(l.write());
+    let r = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    drop(w);
+    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.__queue_len(), 0);
+    drop(r);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn cancel_queued_reader_and_writer() {
+    let l = lock(queue_at_once());
+    let g = l.try_write().unwrap();
+    let mut r = spawn(l.read());
+    let mut w = spawn(l.write());
+    assert_pending!(r.poll());
+    assert_pending!(w.poll());
+    drop(w);
+    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.__count_word(), W | WAITERS);
+    drop(r);
+    assert_eq!(l.__queue_len(), 0);
+    assert_eq!(l.__count_word(), W);
+    drop(g);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn cancel_head_passes_the_wake_up_on() {
+    let l = lock(queue_at_once());
+    let g = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    let mut w3 = spawn(l.write());
+    assert_pending!(w2.poll());
+    assert_pending!(w3.poll());
+    drop(g);
+    assert!(w2.is_woken());
+    assert!(!w3.is_woken());
+    // The woken head is dropped before it runs: the wake-up must reach the next head.
+    drop(w2);
+    assert!(w3.is_woken());
+    let _held = assert_ready!(w3.poll());
+    assert_eq!(l.__count_word(), W);
+}
+
+#[test]
+fn cancel_head_with_handoff_passes_handoff_to_next_writer() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
+    let r = l.try_read().unwrap();
+    let mut w2 = spawn(l.write());
+    let mut w3 = spawn(l.write());
+    assert_pending!(w2.poll());
+    assert_pending!(w3.poll());
+    std::thread::sleep(Duration::from_millis(3));
+    // A spurious re-poll of the head: lock held, timed out: HANDOFF.
+    assert_pending!(w2.poll());
+    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    drop(w2);
+    // The next head inherits the handoff.
+    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    assert_eq!(l.__queue_len(), 1);
+    assert!(l.try_write().is_err());
+    drop(r);
+    // ... and is granted the lock directly at the release.
+    assert!(w3.is_woken());
+    assert_eq!(l.__count_word(), W);
+    assert_ready!(w3.poll());
+}
+
+#[test]
+fn cancel_head_with_handoff_grants_next_reader() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
+    let r = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    std::thread::sleep(Duration::from_millis(3));
+    assert_pending!(w.poll());
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
+    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    drop(w);
+    // The reader head is granted beside the owning reader; the queue is empty, so both
+    // bits go.
+    assert!(r2.is_woken());
+    assert_eq!(l.__count_word(), 2 * R);
+    assert_ready!(r2.poll());
+    drop(r);
+}
+
+#[test]
+fn cancel_granted_but_unpolled_reader_releases() {
+    let l = lock(queue_at_once());
+    let g = l.try_write().unwrap();
+    let mut r = spawn(l.read());
+    let mut w2 = spawn(l.write());
+    assert_pending!(r.poll());
+    assert_pending!(w2.poll());
+    drop(g);
+    assert!(r.is_woken());
+    assert_eq!(l.__count_word(), R | WAITERS);
+    // Granted, never polled: dropping it releases the read lock and wakes the writer.
+    drop(r);
+    assert!(w2.is_woken());
+    let _held = assert_ready!(w2.poll());
+    assert_eq!(l.__count_word(), W);
+}
+
+#[test]
+fn cancel_granted_but_unpolled_writer_releases() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
+    let r = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    let mut r2 = spawn(l.read());
+    assert_pending!(w.poll());
+    assert_pending!(r2.poll());
+    // Timeout zero: the head's next poll sets HANDOFF.
+    assert_pending!(w.poll());
+    drop(r);
+    // Granted directly under handoff.
+    assert!(w.is_woken());
+    assert_eq!(l.__count_word(), W | WAITERS);
+    drop(w);
+    assert!(r2.is_woken());
+    let _held = assert_ready!(r2.poll());
+    assert_eq!(l.__count_word(), R);
+}
+
+#[test]
+fn repoll_keeps_one_queue_entry_and_latest_waker() {
+    let l = lock(queue_at_once());
+    let g = l.try_write().unwrap();
+    let mut r = spawn(l.read());
+    for _ in 0..5 {
+        assert_pending!(r.poll());
+    }
+    assert_eq!(l.__queue_len(), 1);
+    drop(g);
+    assert!(r.is_woken());
+    assert_ready!(r.poll());
+}
+
+#[test]
+fn debug_and_display() {
+    let l = RwLock::new(7);
+    assert_eq!(format!("{l:?}"), "RwLock { data: 7, .. }");
+    let w = l.try_write().unwrap();
+    assert_eq!(format!("{l:?}"), "RwLock { data: <locked>, .. }");
+    assert_eq!(format!("{w} {w:?}"), "7 7");
+    drop(w);
+    let r = l.try_read().unwrap();
+    assert_eq!(format!("{r} {r:?}"), "7 7");
+}
+
+#[test]
+fn default_from_get_mut_into_inner() {
+    let mut l: RwLock<Vec<u8>> = RwLock::default();
+    l.get_mut().push(1);
+    let l2 = RwLock::from(5u8);
+    assert_eq!(*l2.try_read().unwrap(), 5);
+    assert_eq!(l.into_inner(), vec![1]);
+    let unsized_lock: &RwLock<[u8]> = &RwLock::new([1u8, 2, 3]);
+    assert_eq!(unsized_lock.try_read().unwrap().len(), 3);
+}
+
+#[test]
+fn policy_is_clamped() {
+    assert_eq!(Policy::new().reader_wake_batch(0).reader_wake_batch, 1);
+    assert_eq!(
+        Policy::new().reader_wake_batch(10_000).reader_wake_batch,
+        256
+    );
+    let mut p = Policy::new();
+    p.reader_wake_batch = 0;
+    // A policy built by field assignment is clamped when the lock is made.
+    assert_eq!(RwLock::with_policy((), p).policy().reader_wake_batch, 1);
+}
