@@ -1,0 +1,533 @@
+//! Side-by-side benchmark: `async_rwsem::RwLock` against `tokio::sync::RwLock`,
+//! `async_lock::RwLock` and `parking_lot::RwLock` (taken from async tasks, never held across
+//! an `.await`), on workloads drawn from the Linux kernel's rw_semaphore threads
+//! (`shared/seeds/`).
+//!
+//! ```text
+//! cargo run --release --example compare                      # every workload, every lock
+//! cargo run --release --example compare -- --quick           # the same in under a minute
+//! cargo run --release --example compare -- --quick --check target/compare/results.json
+//! cargo run --release --example compare -- --sweep           # async-rwsem policy sweep
+//! cargo run --release --example compare -- --workload mixed,writers-240 --lock tokio
+//! ```
+//!
+//! Each (workload, lock) case runs on a fresh tokio multi-thread runtime with `--threads`
+//! workers (default: one per core). All tasks are spawned and held at a barrier, run a
+//! warm-up, then a measured window that a shared stop flag ends. Each task counts its
+//! operations and records the wait of every acquire (the time from asking for the lock to
+//! holding it) in its own HDR histogram; they are merged after the run. Every section does
+//! real work on shared data and checks that writers are alone (see `data.rs`): a broken
+//! lock is reported as an error, not as a fast one. A hang (tasks that do not stop after the
+//! window) is reported too.
+//!
+//! Every task spends one unit of tokio's cooperative budget per operation, so it yields every
+//! 128 operations even when its lock never makes it wait, as a kernel thread is preempted;
+//! without it the per-task fairness figures would show the executor, not the lock.
+//!
+//! # Workloads
+//!
+//! | name | tasks | section | what it models (seed in `shared/seeds/`) |
+//! |---|---|---|---|
+//! | `uncontended-read` | 1 reader | sum of 64 cells | the fast path: one atomic per acquire and per release (seed 001: the pre-read before the cmpxchg) |
+//! | `uncontended-write` | 1 writer | move a unit between 2 cells | the writer fast path, `cmpxchg(0, WRITER_LOCKED)` (seed 001) |
+//! | `read-mostly` | 64 tasks, 1% writes | +100 ns, 200 ns outside | the case an rwsem exists for: i_mmap as an rwsem under aim7 (seed 001), lookups with rare updates |
+//! | `mixed` | 64 tasks, 20% writes | +100 ns, 200 ns outside | a read/update mix like MongoDB/YCSB's (seed 000: reader spinning removed, +13%/+27%) |
+//! | `writers-240` | 240 writers | 5 us | the handoff benchmark: 240 writers, 5 us section, min/mean/max ops per thread 1/7,792/173,696 without handoff, 5,842/6,542/7,458 with it (seed 004) |
+//! | `mixed-40-40` | 40 readers + 40 writers | +100 ns, 100 ns outside | the same thread's mixed case: readers 1,793/1,794/1,796, writers 1,793/34,956/86,081; handoff at once collapsed it to 43/44/46 (seed 004) |
+//! | `randomrw-8-8` | 8 readers + 8 writers | awaits inside (one yield), +500 ns | filebench randomrw on a 2-CPU VM: readers woken only from the head starved, 435 reads/s beside 14,202 writes/s (seed 003) |
+//! | `sysfs` | 1 writer per worker + 32 readers | readers +200 ns, writers +1 us, 500 ns outside | sysfs_bench: kernfs_activate (down_write) against kernfs_dop_revalidate (down_read), writers = CPUs; 6% to 23% slower without reader spinning (seed 002) |
+//! | `readers-only` | 64 readers | +100 ns, 100 ns outside | read scaling with no writer at all: the count word's cache line is the only cost |
+//! | `long-reader` | 1 reader holding 10 ms across an await, 4 writers, 16 readers | short | a snapshot or backup walking the data: writers queue behind it, and new readers must not starve them (no seed: the reason an rwsem queues readers behind a waiting writer, rwsem.md §2) |
+//!
+//! "+N ns" is calibrated busy work inside the section on top of the data work; "outside" is
+//! the work a task does between two sections. `parking_lot` is skipped ("n/a") in the two
+//! workloads that await inside the section. In the long-reader workload the long reader's
+//! holds are counted apart (`long_reader_ops`), not in the reader figures.
+//!
+//! # Figures
+//!
+//! Per case: total ops/s; reads/s and writes/s with per-task min/mean/max operations (the
+//! kernel's fairness figure); acquire wait p50/p99/max; `fairness` = per-task min ÷ mean
+//! (the lower of readers' and writers'); ratio of throughput to tokio's in the same workload.
+//! Printed as a table on stdout, written as JSON (`results.json`) and SVG charts
+//! (`compare.svg`: ratio to tokio; `fairness.svg`) under `--out` (default `target/compare/`).
+//! `--sweep` runs async-rwsem alone over a grid of handoff timeouts and writer spin budgets
+//! and writes `sweep.json` and `sweep.svg` (throughput against fairness).
+//!
+//! Exit status: 0; 1 when `--check` finds a problem; 2 when a lock broke an invariant or hung.
+
+mod chart;
+mod data;
+mod locks;
+mod report;
+mod runner;
+mod sweep;
+mod workloads;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::report::{CaseResult, Config, Machine, Report, Status};
+use crate::runner::{async_task, run_case, sync_task, Timing};
+use crate::workloads::{Workload, WorkloadId};
+
+/// The locks under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum LockKind {
+    /// `async_rwsem::RwLock`, this crate.
+    #[value(name = "async-rwsem", alias = "rwsem")]
+    AsyncRwsem,
+    /// `tokio::sync::RwLock`.
+    #[value(name = "tokio")]
+    Tokio,
+    /// `async_lock::RwLock`.
+    #[value(name = "async-lock")]
+    AsyncLock,
+    /// `parking_lot::RwLock`, used without an `.await` in the section.
+    #[value(name = "parking_lot", alias = "parking-lot")]
+    ParkingLot,
+}
+
+impl LockKind {
+    /// Every lock, in run order.
+    pub const ALL: [LockKind; 4] = [
+        LockKind::AsyncRwsem,
+        LockKind::Tokio,
+        LockKind::AsyncLock,
+        LockKind::ParkingLot,
+    ];
+
+    /// The name on the command line and in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::AsyncRwsem => "async-rwsem",
+            LockKind::Tokio => "tokio",
+            LockKind::AsyncLock => "async-lock",
+            LockKind::ParkingLot => "parking_lot",
+        }
+    }
+
+    /// Looks a lock up by [`LockKind::name`].
+    pub fn from_name(name: &str) -> Option<LockKind> {
+        Self::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// Whether its guard may be held across an `.await`.
+    pub fn is_async(self) -> bool {
+        self != LockKind::ParkingLot
+    }
+}
+
+/// Parses `2`, `1.5s`, `500ms`, `250us` into a duration.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 2, 1.5s, 500ms)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("`{s}`: the duration must be positive"));
+    }
+    Duration::try_from_secs_f64(v * scale).map_err(|e| format!("`{s}`: {e}"))
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{s}`: the thread count must be a number from 1 to 1024"
+        )),
+    }
+}
+
+/// Side-by-side benchmark of async-rwsem against tokio, async-lock and parking_lot.
+#[derive(Debug, Parser)]
+#[command(name = "compare", about, long_about = None)]
+pub struct Cli {
+    /// Measured window per case (e.g. 2, 1.5s, 500ms). Default 2s; 0.4s with --quick;
+    /// 1s per point with --sweep.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Warm-up before each window. Default: a fifth of the window, at most 500ms.
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+
+    /// Tokio worker threads per runtime. Default: the number of cores.
+    #[arg(long, value_parser = parse_threads)]
+    pub threads: Option<usize>,
+
+    /// Workloads to run (repeat the flag or separate with commas). Default: all.
+    #[arg(long = "workload", value_enum, value_delimiter = ',')]
+    pub workloads: Vec<WorkloadId>,
+
+    /// Locks to run (repeat the flag or separate with commas). Default: all.
+    #[arg(long = "lock", value_enum, value_delimiter = ',')]
+    pub locks: Vec<LockKind>,
+
+    /// Short windows: the whole comparison in under a minute on two cores.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Run the async-rwsem policy sweep (handoff timeout x writer spin) instead.
+    #[arg(long)]
+    pub sweep: bool,
+
+    /// Where to write the JSON results. Default: <out>/results.json (<out>/sweep.json).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Folder for the JSON and the SVG charts.
+    #[arg(long, default_value = "target/compare")]
+    pub out: PathBuf,
+
+    /// Check a results file for sanity (every workload and lock present, numbers positive,
+    /// no errors) after the run; the run writes its JSON there unless --json says otherwise.
+    #[arg(long, value_name = "PATH")]
+    pub check: Option<PathBuf>,
+
+    /// Only check the file given with --check; run nothing.
+    #[arg(long, requires = "check")]
+    pub check_only: bool,
+}
+
+impl Cli {
+    /// The window and warm-up, from the flags and the mode.
+    pub fn timing(&self, default: Duration, quick: Duration) -> Timing {
+        let duration = self
+            .duration
+            .unwrap_or(if self.quick { quick } else { default });
+        let warmup = self.warmup.unwrap_or_else(|| {
+            if self.quick {
+                Duration::from_millis(100).min(duration)
+            } else {
+                (duration / 5).min(Duration::from_millis(500))
+            }
+        });
+        Timing { warmup, duration }
+    }
+
+    /// Worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(cores)
+    }
+
+    /// The selected workloads, in run order.
+    pub fn selected_workloads(&self, default: &[WorkloadId]) -> Vec<WorkloadId> {
+        let mut w = if self.workloads.is_empty() {
+            default.to_vec()
+        } else {
+            self.workloads.clone()
+        };
+        w.sort();
+        w.dedup();
+        w
+    }
+
+    /// The selected locks, in run order.
+    pub fn selected_locks(&self) -> Vec<LockKind> {
+        let mut l = if self.locks.is_empty() {
+            LockKind::ALL.to_vec()
+        } else {
+            self.locks.clone()
+        };
+        l.sort();
+        l.dedup();
+        l
+    }
+}
+
+/// `available_parallelism`, or 1.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+}
+
+fn git_rev() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let mut rev = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    let dirty = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|o| !o.stdout.is_empty());
+    if dirty {
+        rev.push_str("-dirty");
+    }
+    Some(rev)
+}
+
+/// Machine description for the JSON.
+pub fn machine(threads: usize) -> Machine {
+    Machine {
+        cores: cores(),
+        threads,
+        cpu: cpu_model(),
+        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        git_rev: git_rev(),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    }
+}
+
+/// Progress on stderr: a bar on a terminal, one line per case otherwise (CI logs).
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    total: u64,
+    done: u64,
+}
+
+impl Progress {
+    /// `total` cases.
+    pub fn new(total: u64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{bar:30.cyan/blue} {pos}/{len} [{elapsed_precise}, ~{eta} left] {msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Self {
+            bar,
+            total,
+            done: 0,
+        }
+    }
+
+    /// A case starts.
+    pub fn start(&self, what: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(what.to_string());
+        }
+    }
+
+    /// A case ended with `summary`.
+    pub fn finish(&mut self, what: &str, summary: &str) {
+        self.done += 1;
+        let line = format!("[{}/{}] {what}: {summary}", self.done, self.total);
+        match &self.bar {
+            Some(bar) => {
+                bar.println(line);
+                bar.inc(1);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// All done.
+    pub fn close(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// One-line summary of a case for the progress output.
+pub fn summary(r: &CaseResult) -> String {
+    match r.status {
+        Status::Ok => format!(
+            "{} ops/s, fairness {}",
+            report::si(r.total_ops_per_s.unwrap_or(0.0)),
+            r.fairness
+                .map(|f| format!("{f:.2}"))
+                .unwrap_or_else(|| "-".into())
+        ),
+        Status::NotApplicable => "n/a".into(),
+        Status::Error => format!("ERROR: {}", r.error.as_deref().unwrap_or("")),
+    }
+}
+
+/// Runs one (workload, lock) case and returns its figures.
+pub fn run_one(
+    w: &Workload,
+    lock: LockKind,
+    threads: usize,
+    timing: Timing,
+    policy: Option<sweep::RwsemPolicy>,
+) -> CaseResult {
+    let name = lock.name();
+    let measured = match (lock, w.awaits()) {
+        (LockKind::ParkingLot, true) => return CaseResult::not_applicable(w.id, name),
+        (LockKind::ParkingLot, false) => {
+            run_case(w, threads, timing, locks::ParkingLot::new, sync_task)
+        }
+        (LockKind::Tokio, false) => run_case(w, threads, timing, locks::Tokio::new, sync_task),
+        (LockKind::Tokio, true) => run_case(w, threads, timing, locks::Tokio::new, async_task),
+        (LockKind::AsyncLock, false) => {
+            run_case(w, threads, timing, locks::AsyncLockRw::new, sync_task)
+        }
+        (LockKind::AsyncLock, true) => {
+            run_case(w, threads, timing, locks::AsyncLockRw::new, async_task)
+        }
+        (LockKind::AsyncRwsem, awaits) => sweep::run_rwsem(w, threads, timing, policy, awaits),
+    };
+    match measured {
+        Ok(m) => CaseResult::measured(w, name, &m),
+        Err(e) => CaseResult::error(w.id, name, e),
+    }
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(value).map_err(|e| format!("JSON: {e}"))?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn compare(cli: &Cli) -> Result<bool, String> {
+    let threads = cli.threads();
+    let timing = cli.timing(Duration::from_secs(2), Duration::from_millis(400));
+    let workloads = cli.selected_workloads(&WorkloadId::ALL);
+    let locks = cli.selected_locks();
+    let iters = data::calibrate();
+    eprintln!(
+        "compare: {} workload(s) x {} lock(s), {} worker thread(s) on {} core(s), \
+         {:.2}s window + {:.2}s warm-up per case",
+        workloads.len(),
+        locks.len(),
+        threads,
+        cores(),
+        timing.duration.as_secs_f64(),
+        timing.warmup.as_secs_f64()
+    );
+    let mut progress = Progress::new((workloads.len() * locks.len()) as u64);
+    let mut results = Vec::new();
+    for &wid in &workloads {
+        let w = Workload::new(wid, threads);
+        for &lock in &locks {
+            let what = format!("{} / {}", wid.name(), lock.name());
+            progress.start(&what);
+            let r = run_one(&w, lock, threads, timing, None);
+            progress.finish(&what, &summary(&r));
+            results.push(r);
+        }
+    }
+    progress.close();
+    report::fill_ratios(&mut results);
+    let failed = results.iter().any(|r| r.status == Status::Error);
+
+    println!("{}", report::table(&results));
+    let report = Report {
+        machine: machine(threads),
+        config: Config {
+            duration_s: timing.duration.as_secs_f64(),
+            warmup_s: timing.warmup.as_secs_f64(),
+            quick: cli.quick,
+            workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
+            locks: locks.iter().map(|l| l.name().to_string()).collect(),
+            rwsem_policy: sweep::default_policy_text(),
+            busy_iters_per_us: iters,
+        },
+        results,
+    };
+    let json = cli
+        .json
+        .clone()
+        .or_else(|| cli.check.clone())
+        .unwrap_or_else(|| cli.out.join("results.json"));
+    write_json(&json, &report)?;
+    std::fs::create_dir_all(&cli.out)
+        .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
+    let subtitle = format!(
+        "{} threads, {} cores, {:.1}s per case",
+        threads,
+        cores(),
+        timing.duration.as_secs_f64()
+    );
+    let ratio = cli.out.join("compare.svg");
+    let fair = cli.out.join("fairness.svg");
+    chart::ratio_chart(&ratio, &report.results, &subtitle)?;
+    chart::fairness_chart(&fair, &report.results, &subtitle)?;
+    eprintln!(
+        "wrote {}, {} and {}",
+        json.display(),
+        ratio.display(),
+        fair.display()
+    );
+    Ok(!failed)
+}
+
+fn run_check(path: &Path) -> ExitCode {
+    match report::check(path) {
+        Ok(problems) if problems.is_empty() => {
+            eprintln!("check: {} is sane", path.display());
+            ExitCode::SUCCESS
+        }
+        Ok(problems) => {
+            for p in &problems {
+                eprintln!("check: {p}");
+            }
+            eprintln!("check: {} problem(s) in {}", problems.len(), path.display());
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("check: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.check_only {
+        if let Some(path) = &cli.check {
+            return run_check(path);
+        }
+    }
+    let ran = if cli.sweep {
+        sweep::sweep(&cli)
+    } else {
+        compare(&cli)
+    };
+    let healthy = match ran {
+        Ok(healthy) => healthy,
+        Err(e) => {
+            eprintln!("compare: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let (Some(path), false) = (&cli.check, cli.sweep) {
+        let code = run_check(path);
+        if code != ExitCode::SUCCESS {
+            return code;
+        }
+    }
+    if healthy {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("compare: a lock broke an invariant or hung (see ERROR above)");
+        ExitCode::from(2)
+    }
+}
