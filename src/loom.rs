@@ -46,6 +46,11 @@ mod std_cell {
 
     impl<T: ?Sized> UnsafeCell<T> {
         #[inline(always)]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        #[inline(always)]
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())
         }
@@ -61,9 +66,16 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// A raw pointer to the contents of `cell`, for guards that outlive a closure. Under loom
-/// the access is then not tracked; the models track the data with their own cells.
+/// A raw pointer to the contents of `cell`, for guards that outlive a closure: the write
+/// guard's (loom records a write access). Beyond the call loom does not track the access;
+/// the models track the data with cells of their own.
 #[inline(always)]
 pub(crate) fn cell_ptr<T: ?Sized>(cell: &UnsafeCell<T>) -> *mut T {
     cell.with_mut(|ptr| ptr)
+}
+
+/// As [`cell_ptr`], for shared access (a read guard: loom records a read access).
+#[inline(always)]
+pub(crate) fn cell_ptr_shared<T: ?Sized>(cell: &UnsafeCell<T>) -> *mut T {
+    cell.with(|ptr| ptr.cast_mut())
 }

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-use crate::loom::{cell_ptr, UnsafeCell};
+use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;
 use crate::raw::{Acquire, RawRwLock};
 
@@ -275,7 +275,7 @@ impl<T: ?Sized> RwLock<T> {
         RwLockReadGuard {
             raw: &self.raw,
             // SAFETY: a pointer into a live cell is not null.
-            data: unsafe { NonNull::new_unchecked(cell_ptr(&self.data)) },
+            data: unsafe { NonNull::new_unchecked(cell_ptr_shared(&self.data)) },
             marker: PhantomData,
         }
     }

@@ -330,7 +330,7 @@ impl RawRwLock {
                 }
             }
             rounds += 1;
-            if cfg!(loom) && rounds >= 2 || start.elapsed() >= budget {
+            if spin_over(start, budget, rounds) {
                 return false;
             }
             backoff(&mut step);
@@ -416,7 +416,7 @@ impl RawRwLock {
                 base
             };
             rounds += 1;
-            if cfg!(loom) && rounds >= 2 || start.elapsed() >= budget {
+            if spin_over(start, budget, rounds) {
                 break;
             }
             backoff(&mut step);
@@ -796,6 +796,17 @@ impl RawRwLock {
             wakers.push(waker);
             lockevent!(self, wake_writer);
         }
+    }
+}
+
+/// Has a spin that started at `start` used up `budget`? Under loom, whose models must be
+/// deterministic, a spin is bounded by rounds instead of time.
+#[inline]
+fn spin_over(start: Instant, budget: Duration, rounds: u32) -> bool {
+    if cfg!(loom) {
+        rounds >= 2
+    } else {
+        start.elapsed() >= budget
     }
 }
 
