@@ -46,13 +46,16 @@ where
 {
     let n = bars.groups.len().max(1);
     let width = (140 * n as u32).clamp(700, 1600);
-    let root = SVGBackend::new(path, (width, 600)).into_drawing_area();
+    let root = SVGBackend::new(path, (width, 620)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(bars.title, ("sans-serif", 22))
+    let body = root.titled(bars.title, ("sans-serif", 22)).map_err(err)?;
+    let (legend_row, body) = body.split_vertically(34);
+    legend(&legend_row, bars.series.iter().map(|(l, _)| *l))?;
+    let mut chart = ChartBuilder::on(&body)
         .margin(12)
+        .margin_top(4)
         .x_label_area_size(40)
-        .y_label_area_size(70)
+        .y_label_area_size(80)
         .build_cartesian_2d(0f64..n as f64, y)
         .map_err(err)?;
     chart
@@ -60,6 +63,8 @@ where
         .disable_x_mesh()
         .x_labels(0)
         .x_label_formatter(&|_| String::new())
+        .y_label_formatter(&|v| trim_number(*v))
+        .max_light_lines(1)
         .y_desc(bars.y_desc)
         .axis_desc_style(("sans-serif", 15))
         .label_style(("sans-serif", 13))
@@ -102,21 +107,9 @@ where
                 )),
             }
         }
-        chart
-            .draw_series(rects)
-            .map_err(err)?
-            .label(*lock)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], color.filled()));
+        chart.draw_series(rects).map_err(err)?;
         chart.draw_series(labels).map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .draw()
-        .map_err(err)?;
 
     // Workload names under each group.
     let name_style =
@@ -127,6 +120,34 @@ where
             .map_err(err)?;
     }
     root.present().map_err(err)?;
+    Ok(())
+}
+
+/// A number without float noise: `0.6`, `2`, `0.05`.
+fn trim_number(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+/// A one-row legend: a colour swatch and the lock's name, left to right.
+fn legend<'a, DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    locks: impl Iterator<Item = &'a str>,
+) -> Result<(), String> {
+    let mut x = 90;
+    for lock in locks {
+        let color = lock_color(lock);
+        area.draw(&Rectangle::new([(x, 10), (x + 14, 24)], color.filled()))
+            .map_err(err)?;
+        area.draw(&Text::new(
+            lock.to_string(),
+            (x + 20, 10),
+            ("sans-serif", 15).into_font(),
+        ))
+        .map_err(err)?;
+        x += 40 + 9 * lock.len() as i32;
+    }
     Ok(())
 }
 

@@ -203,6 +203,10 @@ pub struct Cli {
     /// Only check the file given with --check; run nothing.
     #[arg(long, requires = "check")]
     pub check_only: bool,
+
+    /// Run nothing: print the table and redraw the charts (into --out) from a results file.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["sweep", "check_only"])]
+    pub replot: Option<PathBuf>,
 }
 
 impl Cli {
@@ -458,18 +462,7 @@ fn compare(cli: &Cli) -> Result<bool, String> {
         .or_else(|| cli.check.clone())
         .unwrap_or_else(|| cli.out.join("results.json"));
     write_json(&json, &report)?;
-    std::fs::create_dir_all(&cli.out)
-        .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
-    let subtitle = format!(
-        "{} threads, {} cores, {:.1}s per case",
-        threads,
-        cores(),
-        timing.duration.as_secs_f64()
-    );
-    let ratio = cli.out.join("compare.svg");
-    let fair = cli.out.join("fairness.svg");
-    chart::ratio_chart(&ratio, &report.results, &subtitle)?;
-    chart::fairness_chart(&fair, &report.results, &subtitle)?;
+    let (ratio, fair) = draw_charts(&report, &cli.out)?;
     eprintln!(
         "wrote {}, {} and {}",
         json.display(),
@@ -477,6 +470,37 @@ fn compare(cli: &Cli) -> Result<bool, String> {
         fair.display()
     );
     Ok(!failed)
+}
+
+/// Draws `compare.svg` and `fairness.svg` for `report` into `out`.
+fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let cpu = report
+        .machine
+        .cpu
+        .as_deref()
+        .map(|c| format!(", {c}"))
+        .unwrap_or_default();
+    let subtitle = format!(
+        "{} threads on {} cores{cpu}, {:.1}s per case",
+        report.machine.threads, report.machine.cores, report.config.duration_s
+    );
+    let ratio = out.join("compare.svg");
+    let fair = out.join("fairness.svg");
+    chart::ratio_chart(&ratio, &report.results, &subtitle)?;
+    chart::fairness_chart(&fair, &report.results, &subtitle)?;
+    Ok((ratio, fair))
+}
+
+fn replot(path: &Path, out: &Path) -> Result<bool, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let report: Report = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a results file: {e}", path.display()))?;
+    println!("{}", report::table(&report.results));
+    let (ratio, fair) = draw_charts(&report, out)?;
+    eprintln!("wrote {} and {}", ratio.display(), fair.display());
+    Ok(true)
 }
 
 fn run_check(path: &Path) -> ExitCode {
@@ -506,7 +530,9 @@ fn main() -> ExitCode {
             return run_check(path);
         }
     }
-    let ran = if cli.sweep {
+    let ran = if let Some(path) = &cli.replot {
+        replot(path, &cli.out)
+    } else if cli.sweep {
         sweep::sweep(&cli)
     } else {
         compare(&cli)
