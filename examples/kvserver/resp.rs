@@ -1,0 +1,359 @@
+//! RESP2, the Redis wire protocol: an incremental request parser and reply encoders.
+//!
+//! Pure protocol code: no locks, no store, no I/O. The connection feeds the bytes it has read
+//! to [`RequestParser::next`], which hands back whole commands (multibulk arrays of bulk strings,
+//! or inline commands as sent by `redis-cli`/telnet) and resumes where it stopped when a command
+//! is split across reads, so a huge pipelined array costs linear time, not quadratic.
+
+use std::fmt;
+
+/// Size limits the parser enforces; exceeding one is a protocol error.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest bulk string (one argument), in bytes.
+    pub max_bulk_len: usize,
+    /// Most elements in one multibulk request.
+    pub max_array_len: usize,
+    /// Longest inline command line, in bytes.
+    pub max_inline_len: usize,
+    /// Most bytes one request (all its arguments) may take.
+    pub max_request_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk_len: 16 * 1024 * 1024,
+            max_array_len: 1024 * 1024,
+            max_inline_len: 64 * 1024,
+            max_request_len: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A malformed or oversized request: the server replies `-ERR Protocol error: ...` and closes
+/// the connection, as Redis does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Protocol error: {}", self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn perr<T>(msg: impl Into<String>) -> Result<T, ProtocolError> {
+    Err(ProtocolError(msg.into()))
+}
+
+/// One parsed request: its arguments, the command name first.
+pub type Args = Vec<Vec<u8>>;
+
+/// Incremental request parser. State survives between calls so that a request split across
+/// many reads is parsed once.
+#[derive(Debug)]
+pub struct RequestParser {
+    limits: Limits,
+    /// Elements the multibulk in progress still expects (`None`: between requests).
+    remaining: Option<usize>,
+    args: Args,
+    /// Bytes of the arguments collected so far, for `max_request_len`.
+    request_bytes: usize,
+}
+
+impl RequestParser {
+    pub fn new(limits: Limits) -> Self {
+        RequestParser {
+            limits,
+            remaining: None,
+            args: Vec::new(),
+            request_bytes: 0,
+        }
+    }
+
+    /// Parses the next whole request out of `buf[*pos..]`.
+    ///
+    /// Returns `Ok(Some(args))` and advances `*pos` past it; `Ok(None)` when more bytes are
+    /// needed (`*pos` may have advanced past elements already taken in); or a protocol error,
+    /// after which the connection must be closed. Empty requests (`*0`, `*-1`, blank inline
+    /// lines) are skipped, as Redis does.
+    pub fn next(&mut self, buf: &[u8], pos: &mut usize) -> Result<Option<Args>, ProtocolError> {
+        loop {
+            let remaining = match self.remaining {
+                Some(n) => n,
+                None => {
+                    let Some(&first) = buf.get(*pos) else {
+                        return Ok(None);
+                    };
+                    if first != b'*' {
+                        match self.inline(buf, pos)? {
+                            Some(args) if args.is_empty() => continue,
+                            other => return Ok(other),
+                        }
+                    }
+                    let Some((line, next)) = line_at(buf, *pos + 1, self.limits.max_inline_len)?
+                    else {
+                        return Ok(None);
+                    };
+                    let n = parse_int(line)
+                        .ok_or_else(|| ProtocolError("invalid multibulk length".into()))?;
+                    *pos = next;
+                    if n <= 0 {
+                        continue; // Redis ignores empty and null arrays
+                    }
+                    if n as u64 > self.limits.max_array_len as u64 {
+                        return perr("invalid multibulk length");
+                    }
+                    let n = n as usize;
+                    self.args = Vec::with_capacity(n.min(64));
+                    self.request_bytes = 0;
+                    self.remaining = Some(n);
+                    n
+                }
+            };
+            if remaining == 0 {
+                self.remaining = None;
+                self.request_bytes = 0;
+                return Ok(Some(std::mem::take(&mut self.args)));
+            }
+            // One bulk string: $<len>\r\n<bytes>\r\n
+            let Some(&first) = buf.get(*pos) else {
+                return Ok(None);
+            };
+            if first != b'$' {
+                return perr(format!("expected '$', got '{}'", printable(first)));
+            }
+            let Some((line, data_start)) = line_at(buf, *pos + 1, 32)? else {
+                return Ok(None);
+            };
+            let len = match parse_int(line) {
+                Some(n) if n >= 0 && n as u64 <= self.limits.max_bulk_len as u64 => n as usize,
+                _ => return perr("invalid bulk length"),
+            };
+            if self.request_bytes + len > self.limits.max_request_len {
+                return perr("request too large");
+            }
+            if buf.len() < data_start + len + 2 {
+                return Ok(None);
+            }
+            if &buf[data_start + len..data_start + len + 2] != b"\r\n" {
+                return perr("bulk string not terminated by CRLF");
+            }
+            self.args.push(buf[data_start..data_start + len].to_vec());
+            self.request_bytes += len;
+            self.remaining = Some(remaining - 1);
+            *pos = data_start + len + 2;
+        }
+    }
+
+    /// An inline request: one line of space-separated words (quotes are not interpreted).
+    fn inline(&mut self, buf: &[u8], pos: &mut usize) -> Result<Option<Args>, ProtocolError> {
+        let Some(nl) = buf[*pos..].iter().position(|&b| b == b'\n') else {
+            if buf.len() - *pos > self.limits.max_inline_len {
+                return perr("too big inline request");
+            }
+            return Ok(None);
+        };
+        if nl > self.limits.max_inline_len {
+            return perr("too big inline request");
+        }
+        let mut line = &buf[*pos..*pos + nl];
+        if let [rest @ .., b'\r'] = line {
+            line = rest;
+        }
+        let args: Args = line
+            .split(|b| *b == b' ' || *b == b'\t')
+            .filter(|w| !w.is_empty())
+            .map(|w| w.to_vec())
+            .collect();
+        if args.len() > self.limits.max_array_len {
+            return perr("too many arguments in inline request");
+        }
+        *pos += nl + 1;
+        Ok(Some(args))
+    }
+}
+
+/// The line starting at `start`, without its CRLF, and the offset after the CRLF; `None` if the
+/// line is not complete yet; an error if it is longer than `max` or not CRLF-terminated.
+fn line_at(buf: &[u8], start: usize, max: usize) -> Result<Option<(&[u8], usize)>, ProtocolError> {
+    let window = &buf[start.min(buf.len())..buf.len().min(start + max + 2)];
+    match window.iter().position(|&b| b == b'\r') {
+        Some(i) => {
+            if i + 1 >= window.len() {
+                return Ok(None); // the '\n' has not arrived yet
+            }
+            if window[i + 1] != b'\n' {
+                return perr("line not terminated by CRLF");
+            }
+            Ok(Some((&window[..i], start + i + 2)))
+        }
+        None if window.len() >= max + 2 => perr("line too long"),
+        None => Ok(None),
+    }
+}
+
+/// A strict decimal i64: optional '-', digits only, no overflow.
+pub fn parse_int(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 19 || (digits.len() > 1 && digits[0] == b'0') {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?;
+        v = if neg {
+            v.checked_sub((d - b'0') as i64)?
+        } else {
+            v.checked_add((d - b'0') as i64)?
+        };
+    }
+    if neg && v == 0 {
+        return None; // "-0"
+    }
+    Some(v)
+}
+
+fn printable(b: u8) -> char {
+    if b.is_ascii_graphic() {
+        b as char
+    } else {
+        '?'
+    }
+}
+
+// ---- reply encoders -------------------------------------------------------------------------
+
+pub fn simple(out: &mut Vec<u8>, s: &str) {
+    out.push(b'+');
+    out.extend_from_slice(s.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn ok(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"+OK\r\n");
+}
+
+/// An error reply; `msg` should start with an error code such as `ERR` and hold no newline.
+pub fn error(out: &mut Vec<u8>, msg: &str) {
+    out.push(b'-');
+    for &b in msg.as_bytes() {
+        out.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn decimal(out: &mut Vec<u8>, v: i64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+pub fn integer(out: &mut Vec<u8>, v: i64) {
+    out.push(b':');
+    decimal(out, v);
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn bulk(out: &mut Vec<u8>, data: &[u8]) {
+    out.push(b'$');
+    decimal(out, data.len() as i64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn null(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"$-1\r\n");
+}
+
+pub fn opt_bulk(out: &mut Vec<u8>, data: Option<&[u8]>) {
+    match data {
+        Some(d) => bulk(out, d),
+        None => null(out),
+    }
+}
+
+pub fn array_header(out: &mut Vec<u8>, len: usize) {
+    out.push(b'*');
+    decimal(out, len as i64);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> Result<Vec<Args>, ProtocolError> {
+        let mut p = RequestParser::new(Limits::default());
+        let mut pos = 0;
+        let mut v = Vec::new();
+        while let Some(a) = p.next(input, &mut pos)? {
+            v.push(a);
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn split_anywhere() {
+        let req = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n*1\r\n$4\r\nPING\r\n";
+        for cut in 0..req.len() {
+            let mut p = RequestParser::new(Limits::default());
+            let mut buf = req[..cut].to_vec();
+            let mut pos = 0;
+            let mut got = Vec::new();
+            while let Some(a) = p.next(&buf, &mut pos).unwrap() {
+                got.push(a);
+            }
+            buf.drain(..pos);
+            buf.extend_from_slice(&req[cut..]);
+            pos = 0;
+            while let Some(a) = p.next(&buf, &mut pos).unwrap() {
+                got.push(a);
+            }
+            assert_eq!(got.len(), 2, "cut at {cut}");
+            assert_eq!(got[0][2], b"hello");
+        }
+    }
+
+    #[test]
+    fn errors() {
+        assert!(parse_all(b"*x\r\n").is_err());
+        assert!(parse_all(b"*1\r\n+PING\r\n").is_err());
+        assert!(parse_all(b"*1\r\n$-5\r\n").is_err());
+        assert!(parse_all(b"*1\r\n$2\r\nabcd\r\n").is_err());
+        assert!(parse_all(b"*99999999999\r\n").is_err());
+        assert_eq!(parse_all(b"PING\r\n\r\n*0\r\n").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn ints() {
+        assert_eq!(parse_int(b"-12"), Some(-12));
+        assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_int(b"9223372036854775808"), None);
+        assert_eq!(parse_int(b"01"), None);
+        assert_eq!(parse_int(b""), None);
+        assert_eq!(parse_int(b"1a"), None);
+    }
+}
