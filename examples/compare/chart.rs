@@ -253,6 +253,16 @@ pub fn fairness_chart(path: &Path, results: &[CaseResult], subtitle: &str) -> Re
     )
 }
 
+/// Line colours of the sweep chart, one per writer spin budget.
+const SWEEP_PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+];
+
 /// One point of the policy sweep.
 #[derive(Clone, Debug)]
 pub struct SweepPoint {
@@ -283,12 +293,15 @@ pub fn sweep_chart(
         }
     }
     let n = workloads.len().max(1);
-    let root = SVGBackend::new(path, (560 * n as u32, 560)).into_drawing_area();
+    let root = SVGBackend::new(path, ((560 * n as u32).max(900), 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let (top, body) = root.split_vertically(40);
+    let (top, body) = root.split_vertically(64);
     top.draw(&Text::new(
-        format!("async-rwsem policy sweep: throughput vs fairness ({subtitle})"),
-        (12, 10),
+        format!(
+            "async-rwsem policy sweep: throughput vs fairness, points labelled with the \
+             handoff timeout ({subtitle})"
+        ),
+        (12, 8),
         ("sans-serif", 20).into_font(),
     ))
     .map_err(err)?;
@@ -296,14 +309,46 @@ pub fn sweep_chart(
     let mut spins: Vec<u64> = points.iter().map(|p| p.spin_us).collect();
     spins.sort_unstable();
     spins.dedup();
-    let palette = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(23, 190, 207),
-    ];
+    let mut ref_locks: Vec<&str> = Vec::new();
+    for r in references {
+        if !ref_locks.contains(&r.lock.as_str()) {
+            ref_locks.push(&r.lock);
+        }
+    }
+    // One legend for all panels, under the title.
+    let mut x = 12;
+    for (k, spin) in spins.iter().enumerate() {
+        let color = SWEEP_PALETTE[k % SWEEP_PALETTE.len()];
+        top.draw(&PathElement::new(
+            [(x, 46), (x + 18, 46)],
+            color.stroke_width(2),
+        ))
+        .map_err(err)?;
+        top.draw(&Circle::new((x + 9, 46), 3, color.filled()))
+            .map_err(err)?;
+        let text = format!("writer spin {spin} us");
+        x += 26;
+        top.draw(&Text::new(
+            text.clone(),
+            (x, 39),
+            ("sans-serif", 14).into_font(),
+        ))
+        .map_err(err)?;
+        x += 8 * text.len() as i32 + 20;
+    }
+    for lock in &ref_locks {
+        let color = lock_color(lock);
+        top.draw(&TriangleMarker::new((x + 7, 46), 7, color.filled()))
+            .map_err(err)?;
+        x += 20;
+        top.draw(&Text::new(
+            lock.to_string(),
+            (x, 39),
+            ("sans-serif", 14).into_font(),
+        ))
+        .map_err(err)?;
+        x += 8 * lock.len() as i32 + 20;
+    }
     for (panel, w) in panels.iter().zip(&workloads) {
         let pts: Vec<&SweepPoint> = points.iter().filter(|p| p.workload == *w).collect();
         let refs: Vec<&CaseResult> = references
@@ -327,13 +372,14 @@ pub fn sweep_chart(
             .configure_mesh()
             .x_desc("fairness: per-task min ÷ mean")
             .y_desc("ops/s")
+            .max_light_lines(1)
             .y_label_formatter(&|v| si(*v))
             .label_style(("sans-serif", 12))
             .axis_desc_style(("sans-serif", 13))
             .draw()
             .map_err(err)?;
         for (k, spin) in spins.iter().enumerate() {
-            let color = palette[k % palette.len()];
+            let color = SWEEP_PALETTE[k % SWEEP_PALETTE.len()];
             let line: Vec<(f64, f64)> = pts
                 .iter()
                 .filter(|p| p.spin_us == *spin)
@@ -341,11 +387,7 @@ pub fn sweep_chart(
                 .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(format!("writer spin {spin} us"))
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
-                });
+                .map_err(err)?;
             chart
                 .draw_series(
                     line.iter()
@@ -374,18 +416,8 @@ pub fn sweep_chart(
                     7,
                     color.filled(),
                 )))
-                .map_err(err)?
-                .label(r.lock.clone())
-                .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 6, color.filled()));
+                .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .draw()
-            .map_err(err)?;
     }
     root.present().map_err(err)?;
     Ok(())

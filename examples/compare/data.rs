@@ -148,15 +148,18 @@ impl Busy {
         }
     }
 
-    /// Does the work.
-    #[inline]
+    /// Does the work. Never inlined, and `black_box` in the loop keeps the compiler from
+    /// folding steps together, so that the calibration holds wherever it is called.
+    #[inline(never)]
     pub fn run(self) {
         if self.iters == 0 {
             return;
         }
-        let mut x = black_box(0x2545_f491_4f6c_dd1d_u64);
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
         for _ in 0..self.iters {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            x = black_box(x)
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
         }
         black_box(x);
     }
@@ -164,12 +167,13 @@ impl Busy {
 
 static ITERS_PER_US: OnceLock<u64> = OnceLock::new();
 
-fn iters_per_us() -> u64 {
+/// Busy-loop iterations per microsecond, measured once per process.
+pub fn iters_per_us() -> u64 {
     *ITERS_PER_US.get_or_init(calibrate)
 }
 
 /// Measures how many [`Busy`] iterations make a microsecond here: the fastest of a few
-/// rounds of 200,000 iterations (the fastest, because the lead may be compiling beside us).
+/// rounds of 200,000 iterations (the fastest, because other work may share the machine).
 pub fn calibrate() -> u64 {
     const N: u64 = 200_000;
     let mut best = Duration::MAX;

@@ -204,6 +204,11 @@ pub struct Cli {
     #[arg(long, requires = "check")]
     pub check_only: bool,
 
+    /// Time one acquire in N (1: every acquire). Default: every acquire, one in 16 in the
+    /// uncontended workloads (two clock reads cost about 40 ns).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub time_every: Option<u64>,
+
     /// Run nothing: print the table and redraw the charts (into --out) from a results file.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["sweep", "check_only"])]
     pub replot: Option<PathBuf>,
@@ -223,6 +228,15 @@ impl Cli {
             }
         });
         Timing { warmup, duration }
+    }
+
+    /// The workload `id` for `threads` workers, with the flags applied.
+    pub fn workload(&self, id: WorkloadId, threads: usize) -> Workload {
+        let mut w = Workload::new(id, threads);
+        if let Some(n) = self.time_every {
+            w.time_every = n;
+        }
+        w
     }
 
     /// Worker threads.
@@ -415,7 +429,13 @@ fn compare(cli: &Cli) -> Result<bool, String> {
     let timing = cli.timing(Duration::from_secs(2), Duration::from_millis(400));
     let workloads = cli.selected_workloads(&WorkloadId::ALL);
     let locks = cli.selected_locks();
-    let iters = data::calibrate();
+    let iters = data::iters_per_us();
+    let t = std::time::Instant::now();
+    data::Busy::ns(5_000).run();
+    eprintln!(
+        "compare: busy work calibrated at {iters} iterations/us (a 5 us section took {:.1} us)",
+        t.elapsed().as_secs_f64() * 1e6
+    );
     eprintln!(
         "compare: {} workload(s) x {} lock(s), {} worker thread(s) on {} core(s), \
          {:.2}s window + {:.2}s warm-up per case",
@@ -429,7 +449,7 @@ fn compare(cli: &Cli) -> Result<bool, String> {
     let mut progress = Progress::new((workloads.len() * locks.len()) as u64);
     let mut results = Vec::new();
     for &wid in &workloads {
-        let w = Workload::new(wid, threads);
+        let w = cli.workload(wid, threads);
         for &lock in &locks {
             let what = format!("{} / {}", wid.name(), lock.name());
             progress.start(&what);

@@ -128,7 +128,7 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
     let mut points = Vec::new();
     let mut references = Vec::new();
     for &wid in &workloads {
-        let w = Workload::new(wid, threads);
+        let w = cli.workload(wid, threads);
         for &lock in &refs {
             let what = format!("{} / {}", wid.name(), lock.name());
             progress.start(&what);
