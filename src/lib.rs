@@ -85,7 +85,7 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `stats` | off | [`RwLock::stats`]: per-lock counters of the kernel's lock events |
+//! | `stats` | off | `RwLock::stats()`: per-lock counters of the kernel's lock events |
 //!
 //! # What must not compile
 //!
@@ -145,3 +145,8 @@ pub use crate::raw::policy::{Policy, MAX_READER_WAKE_BATCH};
 #[cfg(feature = "stats")]
 pub use crate::raw::stats::LockStats;
 pub use crate::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
