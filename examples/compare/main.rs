@@ -209,7 +209,8 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub time_every: Option<u64>,
 
-    /// Run nothing: print the table and redraw the charts (into --out) from a results file.
+    /// Run nothing: print the table and redraw the charts (into --out) from a results file
+    /// (or a sweep file).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["sweep", "check_only"])]
     pub replot: Option<PathBuf>,
 }
@@ -463,6 +464,13 @@ fn compare(cli: &Cli) -> Result<bool, String> {
     let failed = results.iter().any(|r| r.status == Status::Error);
 
     println!("{}", report::table(&results));
+    if timing.duration < Duration::from_secs(1) {
+        println!(
+            "note: windows under 1 s (--quick) check that the tool and the locks work; the \
+             per-task figures need the full run (in writers-240 one scheduling round of 240 \
+             tasks takes a sizeable part of a short window)."
+        );
+    }
     let report = Report {
         machine: machine(threads),
         config: Config {
@@ -515,8 +523,18 @@ fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf), String
 fn replot(path: &Path, out: &Path) -> Result<bool, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let report: Report = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a results file: {e}", path.display()))?;
+    let report: Report = match serde_json::from_str(&text) {
+        Ok(report) => report,
+        Err(e) => {
+            return match serde_json::from_str::<sweep::SweepReport>(&text) {
+                Ok(s) => sweep::replot(&s, out),
+                Err(_) => Err(format!(
+                    "{} is neither a results nor a sweep file: {e}",
+                    path.display()
+                )),
+            };
+        }
+    };
     println!("{}", report::table(&report.results));
     let (ratio, fair) = draw_charts(&report, out)?;
     eprintln!("wrote {} and {}", ratio.display(), fair.display());

@@ -3,6 +3,7 @@
 //! and filebench's randomrw), with reference locks as single points. Written as
 //! `sweep.json` and `sweep.svg` (throughput against fairness, one line per spin budget).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -231,7 +232,28 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
         println!();
     }
 
-    let chart_points: Vec<SweepPoint> = points
+    let report = SweepReport {
+        machine: machine(threads),
+        duration_s: timing.duration.as_secs_f64(),
+        warmup_s: timing.warmup.as_secs_f64(),
+        base_policy: default_policy_text(),
+        points,
+        references,
+    };
+    let json = cli
+        .json
+        .clone()
+        .unwrap_or_else(|| cli.out.join("sweep.json"));
+    write_json(&json, &report)?;
+    let svg = draw(&report, &cli.out)?;
+    eprintln!("wrote {} and {}", json.display(), svg.display());
+    Ok(!failed)
+}
+
+/// Draws `sweep.svg` into `out`.
+fn draw(report: &SweepReport, out: &Path) -> Result<PathBuf, String> {
+    let chart_points: Vec<SweepPoint> = report
+        .points
         .iter()
         .filter_map(|p| {
             Some(SweepPoint {
@@ -246,27 +268,19 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
             })
         })
         .collect();
-    let report = SweepReport {
-        machine: machine(threads),
-        duration_s: timing.duration.as_secs_f64(),
-        warmup_s: timing.warmup.as_secs_f64(),
-        base_policy: default_policy_text(),
-        points,
-        references,
-    };
-    let json = cli
-        .json
-        .clone()
-        .unwrap_or_else(|| cli.out.join("sweep.json"));
-    write_json(&json, &report)?;
-    std::fs::create_dir_all(&cli.out)
-        .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
-    let svg = cli.out.join("sweep.svg");
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let svg = out.join("sweep.svg");
     let subtitle = format!(
-        "{threads} threads, {:.1}s per point",
-        timing.duration.as_secs_f64()
+        "{} threads, {:.1}s per point",
+        report.machine.threads, report.duration_s
     );
     chart::sweep_chart(&svg, &chart_points, &report.references, &subtitle)?;
-    eprintln!("wrote {} and {}", json.display(), svg.display());
-    Ok(!failed)
+    Ok(svg)
+}
+
+/// `--replot` of a sweep file: redraws `sweep.svg`.
+pub fn replot(report: &SweepReport, out: &Path) -> Result<bool, String> {
+    let svg = draw(report, out)?;
+    eprintln!("wrote {}", svg.display());
+    Ok(true)
 }
