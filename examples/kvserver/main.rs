@@ -140,6 +140,7 @@ fn main() {
     config.idle_timeout = (cli.timeout > 0).then(|| Duration::from_secs(cli.timeout));
     config.shutdown_timeout = Duration::from_secs(cli.shutdown_timeout);
     config.quiet = cli.quiet;
+    let quiet = cli.quiet;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = cli.threads {
@@ -158,7 +159,7 @@ fn main() {
             }
         };
         let ended = tokio::select! {
-            _ = shutdown_signal() => None,
+            _ = shutdown_signal(quiet) => None,
             r = running.wait() => Some(r),
         };
         let stopped = match ended {
@@ -177,7 +178,7 @@ fn main() {
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+async fn shutdown_signal(quiet: bool) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -191,5 +192,7 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-    eprintln!("kvserver: shutting down");
+    if !quiet {
+        eprintln!("kvserver: shutting down");
+    }
 }

@@ -57,7 +57,7 @@ impl Config {
 }
 
 /// Shard count when `--shards` is not given (see the README for the measurement).
-pub const DEFAULT_SHARDS: usize = 16;
+pub const DEFAULT_SHARDS: usize = 4;
 
 /// Server-wide counters for `INFO`.
 #[derive(Default)]
