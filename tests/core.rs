@@ -157,7 +157,7 @@ fn writer_steals_after_writer_leaves() {
     let w3 = l.try_write().unwrap();
     assert_pending!(w2.poll());
     drop(w3);
-    assert_ready!(w2.poll());
+    drop(assert_ready!(w2.poll()));
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn all_queued_readers_granted_in_one_wake_writers_skipped() {
     drop(w);
     assert!(r1.is_woken() && r2.is_woken() && r3.is_woken());
     assert!(!w2.is_woken());
-    assert_eq!(l.__count_word(), 3 * R | WAITERS);
+    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
     assert_eq!(l.__queue_len(), 1);
     let g1 = assert_ready!(r1.poll());
     let g2 = assert_ready!(r2.poll());
@@ -208,7 +208,7 @@ fn all_queued_readers_granted_in_one_wake_writers_skipped() {
     assert!(!w2.is_woken());
     drop(g3);
     assert!(w2.is_woken());
-    assert_ready!(w2.poll());
+    drop(assert_ready!(w2.poll()));
     #[cfg(feature = "stats")]
     {
         let s = l.stats();
@@ -229,7 +229,7 @@ fn reader_wake_batch_limits_one_grant() {
     drop(w);
     let woken = rs.iter().filter(|r| r.is_woken()).count();
     assert_eq!(woken, 2);
-    assert_eq!(l.__count_word(), 2 * R | WAITERS);
+    assert_eq!(l.__count_word(), (2 * R) | WAITERS);
     // The lock is reader-owned, the rest are readers: the next release grants the next batch.
     let g0 = assert_ready!(rs[0].poll());
     let g1 = assert_ready!(rs[1].poll());
@@ -240,18 +240,16 @@ fn reader_wake_batch_limits_one_grant() {
 #[test]
 fn handoff_is_set_after_the_timeout_and_honoured() {
     let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
-    let w1 = l.try_write().unwrap();
-    let mut w2 = spawn(l.write());
-    assert_pending!(w2.poll());
+    let r = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    assert_eq!(l.__count_word(), R | WAITERS);
     std::thread::sleep(Duration::from_millis(3));
-    drop(w1);
-    assert!(w2.is_woken());
-    // Before the head runs, a reader steals: no handoff is pending yet.
-    let r = assert_ready!(spawn(l.read()).poll());
-    // The head finds the lock held and has waited past the timeout: it sets HANDOFF.
-    assert_pending!(w2.poll());
+    // The head is polled (woken for any reason), finds the lock held and has waited past
+    // the timeout: it sets HANDOFF.
+    assert_pending!(w.poll());
     assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
-    // Now nobody but the head gets in: readers queue, writers fail.
+    // Now nobody but the head gets in: readers queue, writers and try-locks fail.
     let mut r2 = spawn(l.read());
     assert_pending!(r2.poll());
     assert!(l.try_write().is_err());
@@ -259,14 +257,50 @@ fn handoff_is_set_after_the_timeout_and_honoured() {
     assert_eq!(l.__queue_len(), 2);
     // The release grants the head writer directly and clears HANDOFF.
     drop(r);
-    assert!(w2.is_woken());
+    assert!(w.is_woken());
     assert!(!r2.is_woken());
     assert_eq!(l.__count_word(), W | WAITERS);
-    let g = assert_ready!(w2.poll());
+    let g = assert_ready!(w.poll());
     drop(g);
     assert!(r2.is_woken());
     let _held = assert_ready!(r2.poll());
     assert_eq!(l.__count_word(), R);
+}
+
+#[test]
+fn timed_out_head_writer_is_granted_at_release() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    std::thread::sleep(Duration::from_millis(3));
+    // The head has waited past the timeout but was not polled since: the release grants
+    // it the lock directly, leaving no window for a steal while it is being scheduled.
+    drop(w1);
+    assert!(w2.is_woken());
+    assert_eq!(l.__count_word(), W);
+    assert!(l.try_read().is_err());
+    assert!(l.try_write().is_err());
+    #[cfg(feature = "stats")]
+    assert_eq!(l.stats().wlock_handoff, 1);
+    drop(assert_ready!(w2.poll()));
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn head_writer_within_the_timeout_is_woken_not_granted() {
+    let l = lock(queue_at_once().handoff_timeout(Duration::from_secs(3600)));
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    drop(w1);
+    assert!(w2.is_woken());
+    assert_eq!(l.__count_word(), WAITERS);
+    let r = assert_ready!(spawn(l.read()).poll());
+    assert_pending!(w2.poll());
+    assert_eq!(l.__count_word() & HANDOFF, 0);
+    drop(r);
+    drop(assert_ready!(w2.poll()));
 }
 
 #[test]
@@ -306,7 +340,7 @@ fn handoff_disabled_never_sets_the_bit() {
     assert_pending!(w2.poll());
     assert_eq!(l.__count_word() & HANDOFF, 0);
     drop(r);
-    assert_ready!(w2.poll());
+    drop(assert_ready!(w2.poll()));
 }
 
 #[test]
@@ -381,7 +415,7 @@ fn cancel_head_with_handoff_passes_handoff_to_next_writer() {
     // ... and is granted the lock directly at the release.
     assert!(w3.is_woken());
     assert_eq!(l.__count_word(), W);
-    assert_ready!(w3.poll());
+    drop(assert_ready!(w3.poll()));
 }
 
 #[test]
@@ -400,7 +434,7 @@ fn cancel_head_with_handoff_grants_next_reader() {
     // bits go.
     assert!(r2.is_woken());
     assert_eq!(l.__count_word(), 2 * R);
-    assert_ready!(r2.poll());
+    drop(assert_ready!(r2.poll()));
     drop(r);
 }
 
@@ -453,7 +487,7 @@ fn repoll_keeps_one_queue_entry_and_latest_waker() {
     assert_eq!(l.__queue_len(), 1);
     drop(g);
     assert!(r.is_woken());
-    assert_ready!(r.poll());
+    drop(assert_ready!(r.poll()));
 }
 
 #[test]

@@ -48,6 +48,7 @@ pin_project! {
     }
 
     impl PinnedDrop for Acquire<'_> {
+        #[inline]
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if *this.phase == Phase::Queued {
@@ -62,15 +63,18 @@ pin_project! {
 
 impl<'a> Acquire<'a> {
     /// A pending read acquire of `lock`.
+    #[inline]
     pub(crate) fn read(lock: &'a RawRwLock) -> Self {
         Self::new(lock, Kind::Reader)
     }
 
     /// A pending write acquire of `lock`.
+    #[inline]
     pub(crate) fn write(lock: &'a RawRwLock) -> Self {
         Self::new(lock, Kind::Writer)
     }
 
+    #[inline]
     fn new(lock: &'a RawRwLock, kind: Kind) -> Self {
         Self {
             lock,
@@ -83,7 +87,32 @@ impl<'a> Acquire<'a> {
 impl Future for Acquire<'_> {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    /// The fast paths, inlined into the caller: one `fetch_add` for a reader, one CAS for
+    /// a writer. Everything else is in [`Acquire::poll_slow`].
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.as_mut().project();
+        if *this.phase == Phase::Init {
+            let fast = match this.node.kind {
+                Kind::Reader => this.lock.read_fast(),
+                Kind::Writer if this.lock.write_fast() => Ok(()),
+                Kind::Writer => Err(0), // the writer's slow path reloads the count
+            };
+            match fast {
+                Ok(()) => return done(this.phase),
+                Err(count) => return self.poll_slow(cx, count),
+            }
+        }
+        self.poll_slow(cx, 0)
+    }
+}
+
+impl Acquire<'_> {
+    /// Everything but the fast paths. `count` is the count word the failed fast path saw
+    /// (with a reader's bias in it) when called in phase `Init`.
+    #[cold]
+    #[inline(never)]
+    fn poll_slow(self: Pin<&mut Self>, cx: &mut Context<'_>, count: usize) -> Poll<()> {
         let this = self.project();
         let lock = *this.lock;
         let kind = this.node.kind;
@@ -91,10 +120,6 @@ impl Future for Acquire<'_> {
         match *this.phase {
             Phase::Init => match kind {
                 Kind::Reader => {
-                    let count = match lock.read_fast() {
-                        Ok(()) => return done(this.phase),
-                        Err(count) => count,
-                    };
                     *this.phase = Phase::Queued;
                     // SAFETY: the node is pinned in this future, idle, and unlinked by our
                     // drop while queued (phase `Queued` is set before it can be linked).
@@ -108,7 +133,7 @@ impl Future for Acquire<'_> {
                     return Poll::Pending;
                 }
                 Kind::Writer => {
-                    if lock.write_fast() || lock.write_spin() {
+                    if lock.write_spin() {
                         return done(this.phase);
                     }
                     let yields = lock.policy().writer_yields;

@@ -73,7 +73,7 @@ mod tests {
         }
         assert_eq!(flags.iter().fold(0, |acc, f| acc | f), usize::MAX);
         assert_eq!(READ_FAILED_MASK & READER_BIAS, 0);
-        assert_eq!(readers(3 * READER_BIAS | WAITERS | WRITER_LOCKED), 3);
+        assert_eq!(readers((3 * READER_BIAS) | WAITERS | WRITER_LOCKED), 3);
         assert_eq!(readers(READ_FAIL), 0);
     }
 }

@@ -70,6 +70,7 @@ unsafe impl Send for Waiter {}
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
+    #[inline]
     pub(crate) fn new(kind: Kind) -> Self {
         Self {
             inner: UnsafeCell::new(WaiterInner {

@@ -745,7 +745,13 @@ impl RawRwLock {
         }
     }
 
-    /// Wakes the head writer, or, under handoff with the lock free, grants it the lock.
+    /// Wakes the head writer; or, with the lock free and a handoff pending or due (the head
+    /// has waited past the timeout), grants it the lock directly.
+    ///
+    /// Granting a head that is due a handoff here, in the releasing task, is this crate's
+    /// adaptation of the kernel: there a woken writer runs at once and sets `HANDOFF`
+    /// itself; a woken task may wait in its executor's run queue while arrivals steal the
+    /// lock, so the bound on its wait must not depend on when it is next polled.
     ///
     /// # Safety
     ///
@@ -763,7 +769,11 @@ impl RawRwLock {
             // Still owned: the owner's release will wake the head.
             return;
         }
-        if count & HANDOFF != 0 {
+        // SAFETY: `head` is linked and we hold the wait lock.
+        if count & HANDOFF != 0 || unsafe { self.timed_out(head) } {
+            if count & HANDOFF == 0 {
+                lockevent!(self, wlock_handoff);
+            }
             // Nobody but the head may take the lock now: hand it over directly.
             loop {
                 if count & LOCK_MASK != 0 {
