@@ -20,8 +20,6 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::task::{Context, Poll};
 
-use pin_project_lite::pin_project;
-
 use std::sync::atomic::Ordering;
 
 use super::list::{Kind, Waiter, GRANTED};
@@ -36,27 +34,24 @@ enum Phase {
     Done,
 }
 
-pin_project! {
-    /// Resolves once the caller owns the lock in the node's kind. The node is `!Unpin`.
-    #[derive(Debug)]
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub(crate) struct Acquire<'a> {
-        lock: &'a RawRwLock,
-        phase: Phase,
-        #[pin]
-        node: Waiter,
-    }
+/// Resolves once the caller owns the lock in the node's kind. The node makes it `!Unpin`.
+///
+/// Pinning is projected by hand (not with `pin-project-lite`) so that the `Drop` that
+/// runs after every completed acquire is a plain, inlinable phase check.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub(crate) struct Acquire<'a> {
+    lock: &'a RawRwLock,
+    phase: Phase,
+    /// Structurally pinned: never moved out of, only reached through `&`.
+    node: Waiter,
+}
 
-    impl PinnedDrop for Acquire<'_> {
-        #[inline]
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if *this.phase == Phase::Queued {
-                let node = NonNull::from(&*this.node);
-                // SAFETY: the node is ours, pinned, and was queued on this lock; it is not
-                // touched again after this call.
-                unsafe { this.lock.cancel(node) };
-            }
+impl Drop for Acquire<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.phase == Phase::Queued {
+            self.cancel();
         }
     }
 }
@@ -90,62 +85,66 @@ impl Future for Acquire<'_> {
     /// The fast paths, inlined into the caller: one `fetch_add` for a reader, one CAS for
     /// a writer. Everything else is in [`Acquire::poll_slow`].
     #[inline]
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.as_mut().project();
-        if *this.phase == Phase::Init {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: `node` is never moved out of (only `&` to it is taken, in `poll_slow`
+        // and `cancel`); the other fields are not structurally pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if this.phase == Phase::Init {
             let fast = match this.node.kind {
                 Kind::Reader => this.lock.read_fast(),
                 Kind::Writer if this.lock.write_fast() => Ok(()),
                 Kind::Writer => Err(0), // the writer's slow path reloads the count
             };
-            match fast {
-                Ok(()) => return done(this.phase),
-                Err(count) => return self.poll_slow(cx, count),
-            }
+            return match fast {
+                Ok(()) => done(&mut this.phase),
+                Err(count) => this.poll_slow(cx, count),
+            };
         }
-        self.poll_slow(cx, 0)
+        this.poll_slow(cx, 0)
     }
 }
 
 impl Acquire<'_> {
     /// Everything but the fast paths. `count` is the count word the failed fast path saw
     /// (with a reader's bias in it) when called in phase `Init`.
+    ///
+    /// Called on a pinned future only (from `poll`): `self.node` does not move.
     #[cold]
     #[inline(never)]
-    fn poll_slow(self: Pin<&mut Self>, cx: &mut Context<'_>, count: usize) -> Poll<()> {
-        let this = self.project();
-        let lock = *this.lock;
+    fn poll_slow(&mut self, cx: &mut Context<'_>, count: usize) -> Poll<()> {
+        let this = self;
+        let lock = this.lock;
         let kind = this.node.kind;
-        let node = NonNull::from(&*this.node);
-        match *this.phase {
+        let node = NonNull::from(&this.node);
+        match this.phase {
             Phase::Init => match kind {
                 Kind::Reader => {
-                    *this.phase = Phase::Queued;
+                    this.phase = Phase::Queued;
                     // SAFETY: the node is pinned in this future, idle, and unlinked by our
                     // drop while queued (phase `Queued` is set before it can be linked).
                     if unsafe { lock.read_slowpath(count, node, cx.waker()) } {
-                        return done(this.phase);
+                        return done(&mut this.phase);
                     }
                     // Queued with our waker registered; our own queueing may have granted us.
                     if this.node.state.load(Ordering::Acquire) == GRANTED {
-                        return done(this.phase);
+                        return done(&mut this.phase);
                     }
                     return Poll::Pending;
                 }
                 Kind::Writer => {
                     if lock.write_spin() {
-                        return done(this.phase);
+                        return done(&mut this.phase);
                     }
                     let yields = lock.policy().writer_yields;
                     if yields > 0 {
-                        *this.phase = Phase::Yielding(yields - 1);
+                        this.phase = Phase::Yielding(yields - 1);
                         cx.waker().wake_by_ref();
                         return Poll::Pending;
                     }
-                    *this.phase = Phase::Queued;
+                    this.phase = Phase::Queued;
                     // SAFETY: as for the reader.
                     if unsafe { lock.write_queue(node, cx.waker()) } {
-                        return done(this.phase);
+                        return done(&mut this.phase);
                     }
                     return Poll::Pending;
                 }
@@ -153,17 +152,17 @@ impl Acquire<'_> {
             Phase::Yielding(left) => {
                 if lock.write_steal() {
                     lockevent!(lock, wlock_yield);
-                    return done(this.phase);
+                    return done(&mut this.phase);
                 }
                 if left > 0 {
-                    *this.phase = Phase::Yielding(left - 1);
+                    this.phase = Phase::Yielding(left - 1);
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
-                *this.phase = Phase::Queued;
+                this.phase = Phase::Queued;
                 // SAFETY: as for the reader.
                 if unsafe { lock.write_queue(node, cx.waker()) } {
-                    return done(this.phase);
+                    return done(&mut this.phase);
                 }
                 return Poll::Pending;
             }
@@ -172,10 +171,23 @@ impl Acquire<'_> {
         }
         // SAFETY: the node is ours, pinned, and was queued on `lock`.
         if unsafe { lock.poll_queued(node, cx.waker()) } {
-            done(this.phase)
+            done(&mut this.phase)
         } else {
             Poll::Pending
         }
+    }
+}
+
+impl Acquire<'_> {
+    /// Dropped while queued: unlink the node or release a granted lock.
+    #[cold]
+    #[inline(never)]
+    fn cancel(&mut self) {
+        let node = NonNull::from(&self.node);
+        // SAFETY: the node is ours and was queued on this lock; a future in phase `Queued`
+        // has been polled, hence pinned, so the node has not moved since it was linked;
+        // it is not touched again after this call.
+        unsafe { self.lock.cancel(node) };
     }
 }
 
