@@ -1,1 +1,78 @@
-fn main(){}
+//! Uncontended lock+unlock, one task, for this lock and its peers, in one run:
+//! `cargo bench --bench uncontended`.
+//!
+//! The async locks are polled once with a no-op waker (an uncontended acquire completes on
+//! its first poll), so the figure is the acquire future's construction, the lock and the
+//! unlock: what a task pays when nobody else wants the lock. `parking_lot` is the ceiling:
+//! a synchronous lock with the same atomic fast paths and no future around them.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+
+/// Polls `fut` once; an uncontended acquire must be ready at once.
+#[inline(always)]
+fn now<F: Future>(fut: F) -> F::Output {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    match pin!(fut).poll(&mut cx) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("uncontended acquire was pending"),
+    }
+}
+
+fn read(c: &mut Criterion) {
+    let mut g = c.benchmark_group("uncontended_read");
+    let rwsem = async_rwsem::RwLock::new(1u64);
+    let tokio = tokio::sync::RwLock::new(1u64);
+    let alock = async_lock::RwLock::new(1u64);
+    let pl = parking_lot::RwLock::new(1u64);
+    g.bench_function("async-rwsem", |b| b.iter(|| *now(black_box(&rwsem).read())));
+    g.bench_function("tokio", |b| b.iter(|| *now(black_box(&tokio).read())));
+    g.bench_function("async-lock", |b| b.iter(|| *now(black_box(&alock).read())));
+    g.bench_function("parking_lot", |b| b.iter(|| *black_box(&pl).read()));
+    g.finish();
+}
+
+fn write(c: &mut Criterion) {
+    let mut g = c.benchmark_group("uncontended_write");
+    let rwsem = async_rwsem::RwLock::new(1u64);
+    let tokio = tokio::sync::RwLock::new(1u64);
+    let alock = async_lock::RwLock::new(1u64);
+    let pl = parking_lot::RwLock::new(1u64);
+    g.bench_function("async-rwsem", |b| {
+        b.iter(|| *now(black_box(&rwsem).write()) += 1)
+    });
+    g.bench_function("tokio", |b| b.iter(|| *now(black_box(&tokio).write()) += 1));
+    g.bench_function("async-lock", |b| {
+        b.iter(|| *now(black_box(&alock).write()) += 1)
+    });
+    g.bench_function("parking_lot", |b| b.iter(|| *black_box(&pl).write() += 1));
+    g.finish();
+}
+
+fn try_lock(c: &mut Criterion) {
+    let mut g = c.benchmark_group("uncontended_try_read");
+    let rwsem = async_rwsem::RwLock::new(1u64);
+    let tokio = tokio::sync::RwLock::new(1u64);
+    let alock = async_lock::RwLock::new(1u64);
+    let pl = parking_lot::RwLock::new(1u64);
+    g.bench_function("async-rwsem", |b| {
+        b.iter(|| *black_box(&rwsem).try_read().unwrap())
+    });
+    g.bench_function("tokio", |b| {
+        b.iter(|| *black_box(&tokio).try_read().unwrap())
+    });
+    g.bench_function("async-lock", |b| {
+        b.iter(|| *black_box(&alock).try_read().unwrap())
+    });
+    g.bench_function("parking_lot", |b| {
+        b.iter(|| *black_box(&pl).try_read().unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, read, write, try_lock);
+criterion_main!(benches);
