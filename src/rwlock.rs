@@ -379,6 +379,39 @@ unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
 // SAFETY: `&guard` gives `&T`; required `Send + Sync` as tokio does.
 unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockWriteGuard<'_, T> {}
 
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Atomically turns the write lock into a read lock, and lets the queued readers in
+    /// beside it (not the queued writers). Nobody can take the write lock in between.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let mut w = lock.write().await;
+    /// *w = 2;
+    /// let r = w.downgrade();
+    /// // Other readers get in now; a writer would wait for `r`.
+    /// assert_eq!(*lock.read().await, 2);
+    /// assert!(lock.try_write().is_err());
+    /// assert_eq!(*r, 2);
+    /// # }
+    /// ```
+    pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: we own the write lock; after the call we own a read lock, which the new
+        // guard takes over (the write guard's drop does not run).
+        unsafe { this.raw.downgrade() };
+        RwLockReadGuard {
+            raw: this.raw,
+            data: this.data,
+            marker: PhantomData,
+        }
+    }
+}
+
 impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
     type Target = T;
 

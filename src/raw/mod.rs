@@ -167,6 +167,25 @@ impl RawRwLock {
         }
     }
 
+    /// Turns the write lock into a read lock in one atomic step and grants the queued
+    /// readers (not the queued writers) the lock beside it (`__downgrade_write`).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock of `self`; afterwards it owns a read lock instead.
+    pub(crate) unsafe fn downgrade(&self) {
+        let old = self
+            .count
+            .fetch_add(READER_BIAS.wrapping_sub(WRITER_LOCKED), AcqRel);
+        debug_assert!(
+            old & WRITER_LOCKED != 0,
+            "downgrade of a lock not write-locked"
+        );
+        if old & WAITERS != 0 {
+            self.wake_readers_after_steal();
+        }
+    }
+
     /// Releases the lock on behalf of a waiter of `kind`.
     ///
     /// # Safety
@@ -337,7 +356,8 @@ impl RawRwLock {
         }
     }
 
-    /// After a reader stole the lock with waiters queued, grant the queued readers.
+    /// After a reader stole the lock (or a writer downgraded) with waiters queued, grant
+    /// the queued readers.
     #[cold]
     fn wake_readers_after_steal(&self) {
         let mut wakers = WakeList::new();
