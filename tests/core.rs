@@ -146,18 +146,19 @@ fn reader_steals_after_writer_leaves() {
 }
 
 #[test]
-fn writer_steals_after_writer_leaves() {
+fn try_write_fails_while_a_writer_is_queued() {
     let l = lock(queue_at_once());
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
     assert_pending!(w2.poll());
     drop(w1);
     assert!(w2.is_woken());
-    // try_write steals like a spinning writer would.
-    let w3 = l.try_write().unwrap();
-    assert_pending!(w2.poll());
-    drop(w3);
+    // The lock is free but a writer is queued: like the kernel's down_write_trylock (one
+    // CAS from idle), try_write does not jump the queue. Writers never steal from waiters.
+    assert_eq!(l.__count_word(), WAITERS);
+    assert!(l.try_write().is_err());
     drop(assert_ready!(w2.poll()));
+    assert_eq!(l.__count_word(), 0);
 }
 
 #[test]
@@ -288,19 +289,31 @@ fn timed_out_head_writer_is_granted_at_release() {
 }
 
 #[test]
-fn head_writer_within_the_timeout_is_woken_not_granted() {
+fn woken_head_writer_that_loses_a_race_gets_the_handoff() {
     let l = lock(queue_at_once().handoff_timeout(Duration::from_secs(3600)));
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
     assert_pending!(w2.poll());
     drop(w1);
+    // Within the timeout the head is woken to compete, not granted.
     assert!(w2.is_woken());
     assert_eq!(l.__count_word(), WAITERS);
+    // A reader arriving first steals the lock (no writer, no handoff).
     let r = assert_ready!(spawn(l.read()).poll());
+    // The woken head finds the lock taken: it lost a race, and asks for the handoff at
+    // once, whatever the timeout.
     assert_pending!(w2.poll());
-    assert_eq!(l.__count_word() & HANDOFF, 0);
+    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
     drop(r);
+    // The release grants the head directly: a head loses at most one race per wake-up.
+    assert!(w2.is_woken());
+    assert_eq!(l.__count_word(), W | WAITERS);
     drop(assert_ready!(w2.poll()));
+    assert!(r2.is_woken());
+    drop(assert_ready!(r2.poll()));
+    assert_eq!(l.__count_word(), 0);
 }
 
 #[test]

@@ -150,7 +150,7 @@ impl Acquire<'_> {
                 }
             },
             Phase::Yielding(left) => {
-                if lock.write_steal() {
+                if lock.write_fast() {
                     lockevent!(lock, wlock_yield);
                     return done(&mut this.phase);
                 }

@@ -60,6 +60,9 @@ pub(crate) struct WaiterInner {
     pub(crate) waker: Option<Waker>,
     /// When the node was queued (for the handoff timeout).
     pub(crate) queued_at: Option<Instant>,
+    /// A waker woke this (writer) node to compete for a free lock. If it then finds the
+    /// lock taken, it lost a race, and asks for the handoff at once.
+    pub(crate) woken: bool,
 }
 
 // SAFETY: the raw pointers and the waker inside `inner` are only reached under the wait
@@ -78,6 +81,7 @@ impl Waiter {
                 next: None,
                 waker: None,
                 queued_at: None,
+                woken: false,
             }),
             state: AtomicU8::new(IDLE),
             kind,

@@ -50,7 +50,7 @@ use self::count::*;
 use self::list::{Kind, WaitList, Waiter, WakeList, GRANTED, IDLE, WAITING};
 use self::policy::Policy;
 use self::stats::{lockevent, Counters};
-use crate::loom::{lock, spin_loop, AtomicUsize, Mutex};
+use crate::loom::{lock, spin_loop, AtomicBool, AtomicUsize, Mutex};
 
 /// Why [`RawRwLock::mark_wake`] is called (the kernel's `enum rwsem_wake_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,8 @@ enum WakeType {
 pub(crate) struct RawRwLock {
     count: AtomicUsize,
     wait_list: Mutex<WaitList>,
+    /// A writer is spinning (the kernel's OSQ, reduced to one slot).
+    spinner: AtomicBool,
     policy: Policy,
     #[cfg_attr(not(feature = "stats"), allow(dead_code))] // read by `lockevent!` only
     pub(crate) stats: Counters,
@@ -80,6 +82,7 @@ impl RawRwLock {
         Self {
             count: AtomicUsize::new(0),
             wait_list: Mutex::new(WaitList::new()),
+            spinner: AtomicBool::new(false),
             policy: policy.normalized(),
             stats: Counters::new(),
         }
@@ -90,6 +93,7 @@ impl RawRwLock {
         Self {
             count: AtomicUsize::new(0),
             wait_list: Mutex::new(WaitList::new()),
+            spinner: AtomicBool::new(false),
             policy: policy.normalized(),
             stats: Counters::new(),
         }
@@ -129,10 +133,11 @@ impl RawRwLock {
         false
     }
 
-    /// Takes the write lock if it is free and no handoff is pending.
+    /// Takes the write lock if it is free and nobody waits for it (the kernel's
+    /// `down_write_trylock`: one CAS from idle).
     #[inline]
     pub(crate) fn try_write(&self) -> bool {
-        self.write_fast() || self.write_steal()
+        self.write_fast()
     }
 
     /// Releases a read lock.
@@ -375,57 +380,61 @@ impl RawRwLock {
     /// The write fast path: one CAS from idle.
     #[inline]
     pub(crate) fn write_fast(&self) -> bool {
-        let ok = self
-            .count
-            .compare_exchange(0, WRITER_LOCKED, Acq, Relaxed)
-            .is_ok();
+        let ok = self.write_fast_cas();
         if ok {
             lockevent!(self, wlock_fast);
         }
         ok
     }
 
-    /// Takes the write lock if it is free and no handoff is pending (waiters or not).
     #[inline]
-    pub(crate) fn write_steal(&self) -> bool {
-        let mut count = self.count.load(Relaxed);
-        while count & (LOCK_MASK | HANDOFF) == 0 {
-            match self
-                .count
-                .compare_exchange_weak(count, count | WRITER_LOCKED, Acq, Relaxed)
-            {
-                Ok(_) => return true,
-                Err(now) => count = now,
-            }
-        }
-        false
+    fn write_fast_cas(&self) -> bool {
+        self.count
+            .compare_exchange(0, WRITER_LOCKED, Acq, Relaxed)
+            .is_ok()
     }
 
     /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
     /// with the write lock owned.
+    ///
+    /// Two async adaptations of the kernel's spin, both measured (see the CHANGELOG):
+    /// - One spinner at a time (the kernel queues its spinners on the OSQ lock): a second
+    ///   writer goes straight on to yield or queue instead of burning another worker.
+    /// - Spin only while nobody is queued. With waiters the lock goes to a woken task,
+    ///   which may sit in its executor's run queue for a long time: a spinner would steal
+    ///   from it (starving readers queued behind) or burn its worker waiting for a task
+    ///   that is not running. The kernel spins only while the owner runs on a CPU; "the
+    ///   queue is empty" is the nearest thing a lock can see from inside an executor.
     pub(crate) fn write_spin(&self) -> bool {
         let base = self.policy.writer_spin;
-        if base.is_zero() {
+        if base.is_zero() || self.count.load(Relaxed) & WAITERS != 0 {
             return false;
         }
+        if self.spinner.swap(true, Acq) {
+            lockevent!(self, opt_nospin);
+            return false;
+        }
+        let won = self.write_spin_owned(base);
+        self.spinner.store(false, Release);
+        won
+    }
+
+    /// The spin itself, by the one spinner.
+    fn write_spin_owned(&self, base: Duration) -> bool {
         let start = Instant::now();
         let mut step = 0u32;
         let mut rounds = 0u32;
         loop {
             let count = self.count.load(Relaxed);
-            if count & (LOCK_MASK | HANDOFF) == 0 {
-                if self
-                    .count
-                    .compare_exchange_weak(count, count | WRITER_LOCKED, Acq, Relaxed)
-                    .is_ok()
-                {
+            if count == 0 {
+                if self.write_fast_cas() {
                     lockevent!(self, opt_lock);
                     return true;
                 }
                 continue;
             }
-            if count & HANDOFF != 0 {
-                break;
+            if count & WAITERS != 0 {
+                break; // someone queued: the lock is theirs next.
             }
             // Readers hold the lock longer in aggregate: spin longer for more of them, as
             // the kernel does (10 us + 0.5 us per reader, at most 25 us).
@@ -494,7 +503,7 @@ impl RawRwLock {
     /// `node` is linked in `list`, which is the locked wait list of `self`.
     unsafe fn try_write_lock(&self, list: &mut WaitList, node: NonNull<Waiter>) -> bool {
         let is_head = list.head() == Some(node);
-        let mut timed_out = None;
+        let mut due = None;
         let mut count = self.count.load(Relaxed);
         loop {
             if count & HANDOFF != 0 && !is_head {
@@ -504,8 +513,14 @@ impl RawRwLock {
                 if count & HANDOFF != 0 || !is_head {
                     return false;
                 }
+                // A head that was woken and found the lock taken lost a race: it asks
+                // for the handoff at once. Otherwise the timeout decides.
                 // SAFETY: linked node, wait lock held.
-                if !*timed_out.get_or_insert_with(|| unsafe { self.timed_out(node) }) {
+                let due = *due.get_or_insert_with(|| unsafe {
+                    let lost = node.as_ref().with_inner(|inner| inner.woken);
+                    lost && self.policy.handoff_timeout != Duration::MAX || self.timed_out(node)
+                });
+                if !due {
                     return false;
                 }
                 count | HANDOFF
@@ -693,11 +708,12 @@ impl RawRwLock {
             adjustment = READER_BIAS;
             oldcount = self.count.fetch_add(READER_BIAS, Acq);
             if oldcount & WRITER_LOCKED != 0 {
-                // A writer stole the lock. If the head has waited too long, request a
-                // handoff to force the issue.
+                // A writer holds the lock (one that took it before this grant, or the
+                // head of a queue that this grant's caller is passing the wake-up down).
+                // The reader head is next: request the handoff, so that no reader
+                // steals in between and the release grants it directly.
                 let mut undo = READER_BIAS.wrapping_neg();
-                // SAFETY: `head` is linked and we hold the wait lock.
-                if oldcount & HANDOFF == 0 && unsafe { self.timed_out(head) } {
+                if oldcount & HANDOFF == 0 && self.policy.handoff_timeout != Duration::MAX {
                     undo = undo.wrapping_add(HANDOFF);
                     lockevent!(self, rlock_handoff);
                 }
@@ -822,7 +838,13 @@ impl RawRwLock {
             return;
         }
         // SAFETY: linked, wait lock held.
-        if let Some(waker) = unsafe { waiter.with_inner(|inner| inner.waker.take()) } {
+        let waker = unsafe {
+            waiter.with_inner(|inner| {
+                inner.woken = true;
+                inner.waker.take()
+            })
+        };
+        if let Some(waker) = waker {
             wakers.push(waker);
             lockevent!(self, wake_writer);
         }

@@ -50,15 +50,18 @@ lock_events! {
     sleep_reader,
     /// Readers granted the lock by a waker.
     wake_reader,
-    /// Handoffs requested on behalf of a reader at the head of the queue.
+    /// Handoffs requested for a reader at the head of the queue (it lost a race for a
+    /// released lock to a writer).
     rlock_handoff,
     /// Write locks taken on the one-CAS fast path.
     wlock_fast,
     /// Write locks taken while spinning (the kernel's `rwsem_opt_lock`).
     opt_lock,
-    /// Spins that ran out of budget or met a handoff (`rwsem_opt_fail`).
+    /// Spins that ran out of budget or met a waiter (`rwsem_opt_fail`).
     opt_fail,
-    /// Write locks taken after a yield to the executor.
+    /// Spins skipped because another writer was spinning (`rwsem_opt_nospin`).
+    opt_nospin,
+    /// Write locks taken on the retry after a yield to the executor.
     wlock_yield,
     /// Writers that queued and went to sleep.
     sleep_writer,
@@ -66,7 +69,8 @@ lock_events! {
     wake_writer,
     /// Write locks taken by a queued writer (woken, or granted under handoff).
     wlock_queued,
-    /// Handoffs requested by a writer at the head of the queue.
+    /// Handoffs requested by or for a writer at the head of the queue (it lost a race
+    /// after a wake-up, or waited past the timeout).
     wlock_handoff,
     /// Pending read acquires dropped while queued or granted-but-unpolled.
     rlock_cancel,
