@@ -86,6 +86,32 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `stats` | off | `RwLock::stats()`: per-lock counters of the kernel's lock events |
+//! | `tokio` | off | `RwLock::read_timeout` and `RwLock::write_timeout`, which give up after a `Duration` (with the error `Elapsed`) and leave nothing held or queued; they run on tokio's timer, so they need a tokio runtime with time enabled |
+//!
+//! # Migrating from `tokio::sync::RwLock`
+//!
+//! Change the `use`; the names are tokio's, and so are the guards' `Send`/`Sync` bounds
+//! (one is looser: a borrowed read guard is `Sync` for `T: Sync`, where tokio also asks
+//! `T: Send`):
+//!
+//! | `tokio::sync` | `async_rwsem` | what differs |
+//! |---|---|---|
+//! | `RwLock::new`, `RwLock::const_new` | the same (`new` is `const` too) | the lock is fair only within a bound: arrivals may steal it from queued waiters, and a queued waiter is handed the lock once it has waited the policy's `handoff_timeout`; tokio serves waiters strictly in arrival order |
+//! | `RwLock::with_max_readers`, `const_with_max_readers` | not yet | the reader count is bounded only by the count word (a panic on overflow, never a wrap) |
+//! | `read`, `write`, `try_read`, `try_write` | the same | a writer that finds the lock held spins and yields before it queues, so a `try_read` may still succeed beside a writer that has been polled but not queued yet; tokio's writer queues at once |
+//! | `read_owned`, `write_owned`, `try_read_owned`, `try_write_owned` | the same | |
+//! | `blocking_read`, `blocking_write` | the same, plus `blocking_read_owned`, `blocking_write_owned` | tokio's panic when called inside a runtime; these cannot tell, and deadlock if the lock's holder needs the blocked thread |
+//! | `get_mut`, `into_inner`, `Default`, `From<T>`, `Debug` | the same | |
+//! | `TryLockError` | the same name, this crate's type | |
+//! | `RwLockReadGuard::{map, try_map}` | the same | |
+//! | `RwLockWriteGuard::{map, try_map, into_mapped, downgrade, downgrade_map, try_downgrade_map}` | the same | `downgrade` and `downgrade_map` grant every queued reader at once, never a queued writer |
+//! | `RwLockMappedWriteGuard::{map, try_map}` | the same | |
+//! | `OwnedRwLockReadGuard<T, U = T>`, `OwnedRwLockWriteGuard<T>`, `OwnedRwLockMappedWriteGuard<T, U = T>`, with `map`, `try_map`, `downgrade*` and `rwlock` | the same | |
+//! | `tokio::time::timeout(d, lock.read())` | that, or `lock.read_timeout(d)` (feature `tokio`) | |
+//! | upgradable reads | not in tokio; coming here (`upgradable_read`, `upgrade`) | |
+//!
+//! A scenario written once against both locks, with only the `use` swapped, is in the
+//! crate's `tests/parity.rs`.
 //!
 //! # What must not compile
 //!
@@ -117,6 +143,29 @@
 //! std::thread::spawn(move || drop(lock));
 //! ```
 //!
+//! An owned read guard over a type that is not `Sync` cannot be sent to another thread
+//! either (and, as in tokio, an owned guard needs `T: Send + Sync` to be sent at all,
+//! since it may drop the last `Arc`):
+//!
+//! ```compile_fail,E0277
+//! use std::{cell::Cell, sync::Arc};
+//! use async_rwsem::RwLock;
+//! let lock = Arc::new(RwLock::new(Cell::new(1)));
+//! let guard = lock.try_read_owned().unwrap();
+//! std::thread::spawn(move || drop(guard));
+//! ```
+//!
+//! A write guard mapped to a part of the value cannot be downgraded (the unsoundness
+//! tokio fixed with its separate mapped type); `RwLockWriteGuard::downgrade_map` maps
+//! and downgrades in one step instead:
+//!
+//! ```compile_fail,E0599
+//! use async_rwsem::{RwLock, RwLockMappedWriteGuard, RwLockWriteGuard};
+//! let lock = RwLock::new((1, 2));
+//! let part = RwLockWriteGuard::map(lock.try_write().unwrap(), |pair| &mut pair.0);
+//! let shared = RwLockMappedWriteGuard::downgrade(part);
+//! ```
+//!
 //! A read guard over a type that is not `Sync` cannot be sent to another thread:
 //!
 //! ```compile_fail
@@ -144,7 +193,12 @@ mod rwlock;
 pub use crate::raw::policy::{Policy, MAX_READER_WAKE_BATCH};
 #[cfg(feature = "stats")]
 pub use crate::raw::stats::LockStats;
-pub use crate::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+#[cfg(feature = "tokio")]
+pub use crate::rwlock::Elapsed;
+pub use crate::rwlock::{
+    OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock,
+    RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -1,10 +1,24 @@
 //! The typed lock, [`RwLock<T>`], and its guards, on top of the raw lock in [`crate::raw`].
+//!
+//! The borrowed guards are in [`guard`], the owned ones (over an `Arc<RwLock<T>>`) in
+//! [`owned`], the blocking acquires in [`blocking`] and the timed ones (feature `tokio`)
+//! in `timeout`.
 
 use std::error::Error;
 use std::fmt;
 use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+
+pub(crate) mod blocking;
+pub(crate) mod guard;
+pub(crate) mod owned;
+#[cfg(feature = "tokio")]
+pub(crate) mod timeout;
+
+pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard};
+pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
+#[cfg(feature = "tokio")]
+pub use self::timeout::Elapsed;
 
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;
@@ -42,8 +56,10 @@ use crate::raw::{Acquire, RawRwLock};
 ///
 /// [`tokio::sync::RwLock`]: https://docs.rs/tokio/latest/tokio/sync/struct.RwLock.html
 pub struct RwLock<T: ?Sized> {
-    raw: RawRwLock,
-    data: UnsafeCell<T>,
+    /// The raw lock: the count word, the wait list and the policy.
+    pub(crate) raw: RawRwLock,
+    /// The value, reached through a guard that owns a lock of `raw`.
+    pub(crate) data: UnsafeCell<T>,
 }
 
 // SAFETY: the lock owns a `T`; moving the lock moves the `T`, which needs `T: Send`.
@@ -52,10 +68,10 @@ unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
 // and a writer gets `&mut T` on any thread (`T: Send`), as for `std::sync::RwLock`.
 unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
 
-/// The error of [`RwLock::try_read`] and [`RwLock::try_write`]: the lock could not be
-/// taken without waiting.
+/// The error of [`RwLock::try_read`], [`RwLock::try_write`] and their owned forms: the
+/// lock could not be taken without waiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TryLockError(());
+pub struct TryLockError(pub(crate) ());
 
 impl fmt::Display for TryLockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -78,6 +94,20 @@ impl<T> RwLock<T> {
     #[cfg(not(loom))]
     pub const fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
+    }
+
+    /// The same as [`new`](Self::new), under the name `tokio::sync::RwLock` gives its
+    /// `const` constructor, so that moving over is a change of `use`.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// static NAMES: RwLock<Vec<String>> = RwLock::const_new(Vec::new());
+    /// assert!(NAMES.try_read().unwrap().is_empty());
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn const_new(value: T) -> Self {
+        Self::new(value)
     }
 
     /// Creates an unlocked lock holding `value`, run by `policy`.
@@ -271,7 +301,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Safety
     ///
     /// The caller owns a read lock of `self` and hands it to the guard.
-    unsafe fn read_guard(&self) -> RwLockReadGuard<'_, T> {
+    pub(crate) unsafe fn read_guard(&self) -> RwLockReadGuard<'_, T> {
         RwLockReadGuard {
             raw: &self.raw,
             // SAFETY: a pointer into a live cell is not null.
@@ -283,7 +313,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Safety
     ///
     /// The caller owns the write lock of `self` and hands it to the guard.
-    unsafe fn write_guard(&self) -> RwLockWriteGuard<'_, T> {
+    pub(crate) unsafe fn write_guard(&self) -> RwLockWriteGuard<'_, T> {
         RwLockWriteGuard {
             raw: &self.raw,
             // SAFETY: a pointer into a live cell is not null.
@@ -316,146 +346,15 @@ impl<T> From<T> for RwLock<T> {
     }
 }
 
-/// Shared access to the value of a [`RwLock`], released when dropped.
-///
-/// Made by [`RwLock::read`] and [`RwLock::try_read`].
-#[clippy::has_significant_drop]
-#[must_use = "if unused the RwLock will immediately unlock"]
-pub struct RwLockReadGuard<'a, T: ?Sized> {
-    raw: &'a RawRwLock,
-    data: NonNull<T>,
-    marker: PhantomData<&'a T>,
-}
-
-// SAFETY: the guard gives `&T` to whichever thread holds it: sending it is sharing `T`.
-unsafe impl<T: ?Sized + Sync> Send for RwLockReadGuard<'_, T> {}
-// SAFETY: `&guard` gives `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
-
-impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
-    type Target = T;
-
-    #[inline]
-    fn deref(&self) -> &T {
-        // SAFETY: the guard owns a read lock: no writer exists while it lives.
-        unsafe { self.data.as_ref() }
-    }
-}
-
-impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns a read lock and gives it up.
-        unsafe { self.raw.unlock_read() }
-    }
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockReadGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl<T: ?Sized + fmt::Display> fmt::Display for RwLockReadGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&**self, f)
-    }
-}
-
-/// Exclusive access to the value of a [`RwLock`], released when dropped.
-///
-/// Made by [`RwLock::write`] and [`RwLock::try_write`].
-#[clippy::has_significant_drop]
-#[must_use = "if unused the RwLock will immediately unlock"]
-pub struct RwLockWriteGuard<'a, T: ?Sized> {
-    raw: &'a RawRwLock,
-    data: NonNull<T>,
-    marker: PhantomData<&'a mut T>,
-}
-
-// SAFETY: as tokio's: the guard gives `&mut T` (needs `Send`) and `&T` (needs `Sync`) to
-// whichever thread holds it.
-unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
-// SAFETY: `&guard` gives `&T`; required `Send + Sync` as tokio does.
-unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockWriteGuard<'_, T> {}
-
-impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
-    /// Atomically turns the write lock into a read lock, and lets the queued readers in
-    /// beside it (not the queued writers). Nobody can take the write lock in between.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let mut w = lock.write().await;
-    /// *w = 2;
-    /// let r = w.downgrade();
-    /// // Other readers get in now; a writer would wait for `r`.
-    /// assert_eq!(*lock.read().await, 2);
-    /// assert!(lock.try_write().is_err());
-    /// assert_eq!(*r, 2);
-    /// # }
-    /// ```
-    pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: we own the write lock; after the call we own a read lock, which the new
-        // guard takes over (the write guard's drop does not run).
-        unsafe { this.raw.downgrade() };
-        RwLockReadGuard {
-            raw: this.raw,
-            data: this.data,
-            marker: PhantomData,
-        }
-    }
-}
-
-impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
-    type Target = T;
-
-    #[inline]
-    fn deref(&self) -> &T {
-        // SAFETY: the guard owns the write lock: nobody else reaches the value.
-        unsafe { self.data.as_ref() }
-    }
-}
-
-impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard owns the write lock and `&mut self` is unique.
-        unsafe { self.data.as_mut() }
-    }
-}
-
-impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns the write lock and gives it up.
-        unsafe { self.raw.unlock_write() }
-    }
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockWriteGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl<T: ?Sized + fmt::Display> fmt::Display for RwLockWriteGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&**self, f)
-    }
-}
-
 /// Compile-time proof of the auto traits, matching `tokio::sync::RwLock`'s.
 #[allow(dead_code)]
 fn assert_auto_traits() {
+    use std::sync::Arc;
+
     fn send<T: Send>() {}
     fn sync<T: Sync>() {}
     fn send_val<T: Send>(_: &T) {}
+    fn static_val<T: 'static>(_: &T) {}
 
     send::<RwLock<u8>>();
     sync::<RwLock<u8>>();
@@ -463,10 +362,32 @@ fn assert_auto_traits() {
     sync::<RwLockReadGuard<'_, u8>>();
     send::<RwLockWriteGuard<'_, u8>>();
     sync::<RwLockWriteGuard<'_, u8>>();
+    send::<RwLockMappedWriteGuard<'_, u8>>();
+    sync::<RwLockMappedWriteGuard<'_, u8>>();
+    send::<OwnedRwLockReadGuard<u8>>();
+    sync::<OwnedRwLockReadGuard<u8>>();
+    send::<OwnedRwLockReadGuard<(u8, u16), u16>>();
+    sync::<OwnedRwLockReadGuard<(u8, u16), u16>>();
+    send::<OwnedRwLockWriteGuard<u8>>();
+    sync::<OwnedRwLockWriteGuard<u8>>();
+    send::<OwnedRwLockMappedWriteGuard<u8>>();
+    sync::<OwnedRwLockMappedWriteGuard<(u8, u16), u16>>();
     send::<TryLockError>();
     sync::<TryLockError>();
 
     let lock = RwLock::new(0u8);
     send_val(&lock.read());
     send_val(&lock.write());
+
+    // Owned acquires and guards hold the `Arc`: `'static` (and `Send`), so they can be
+    // spawned.
+    let lock = Arc::new(RwLock::new(0u8));
+    let read = Arc::clone(&lock).read_owned();
+    let write = Arc::clone(&lock).write_owned();
+    send_val(&read);
+    static_val(&read);
+    send_val(&write);
+    static_val(&write);
+    let guard = Arc::clone(&lock).try_read_owned().unwrap();
+    static_val(&guard);
 }

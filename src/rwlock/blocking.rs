@@ -1,0 +1,149 @@
+//! Blocking acquires for synchronous callers: the acquire future polled by a small
+//! thread-parking executor, no runtime needed.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+use super::guard::{RwLockReadGuard, RwLockWriteGuard};
+use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
+use super::RwLock;
+
+/// Wakes a thread parked in [`block_on`].
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+fn thread_waker() -> Waker {
+    Waker::from(Arc::new(ThreadWaker(thread::current())))
+}
+
+thread_local! {
+    /// This thread's waker, made once per thread, so that a blocking acquire does not
+    /// allocate.
+    static WAKER: Waker = thread_waker();
+}
+
+/// Polls `future` to completion on this thread, parking the thread while it is pending.
+///
+/// A wake-up before the park makes the park return at once (the thread's unpark token),
+/// and a spurious return only costs a poll, so no wake-up is ever lost.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    // In a thread-local destructor the cached waker may be gone: make one.
+    let waker = WAKER
+        .try_with(Waker::clone)
+        .unwrap_or_else(|_| thread_waker());
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => thread::park(),
+        }
+    }
+}
+
+impl<T: ?Sized> RwLock<T> {
+    /// Locks for reading from synchronous code, blocking the current thread until the
+    /// lock is taken. Needs no runtime: the thread parks and is woken as an async waiter
+    /// would be, and the lock's queueing, stealing and handoff apply as for
+    /// [`read`](Self::read).
+    ///
+    /// # Deadlocks
+    ///
+    /// Do not call it from async code. Called inside a task, it blocks the executor's
+    /// thread; if that task, or any task that can only run on this thread (a
+    /// `current_thread` runtime, a `LocalSet`), holds the write lock or is queued ahead,
+    /// it waits forever. Use [`read`](Self::read) there, or call this from
+    /// `spawn_blocking`. Unlike tokio's, this method cannot detect that it runs inside a
+    /// runtime, so it does not panic: it deadlocks.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let w = lock.write().await;
+    /// let c = Arc::clone(&lock);
+    /// let reader = std::thread::spawn(move || *c.blocking_read());
+    /// drop(w); // wakes the parked thread
+    /// assert_eq!(reader.join().unwrap(), 1);
+    /// # }
+    /// ```
+    pub fn blocking_read(&self) -> RwLockReadGuard<'_, T> {
+        block_on(self.read())
+    }
+
+    /// Locks for writing from synchronous code, blocking the current thread until the
+    /// lock is taken. Needs no runtime.
+    ///
+    /// # Deadlocks
+    ///
+    /// As for [`blocking_read`](Self::blocking_read): never call it from async code, where
+    /// it blocks the executor's thread and deadlocks if a task that needs that thread
+    /// holds the lock.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let threads: Vec<_> = (0..4)
+    ///     .map(|_| {
+    ///         let lock = Arc::clone(&lock);
+    ///         std::thread::spawn(move || *lock.blocking_write() += 1)
+    ///     })
+    ///     .collect();
+    /// for t in threads {
+    ///     t.join().unwrap();
+    /// }
+    /// assert_eq!(*lock.blocking_read(), 4);
+    /// ```
+    pub fn blocking_write(&self) -> RwLockWriteGuard<'_, T> {
+        block_on(self.write())
+    }
+
+    /// [`blocking_read`](Self::blocking_read) through an `Arc`, giving an owned guard.
+    /// Same deadlock warning.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(String::from("shared")));
+    /// let guard = Arc::clone(&lock).blocking_read_owned();
+    /// let len = std::thread::spawn(move || guard.len()).join().unwrap();
+    /// assert_eq!(len, 6);
+    /// ```
+    pub fn blocking_read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
+        block_on(self.read_owned())
+    }
+
+    /// [`blocking_write`](Self::blocking_write) through an `Arc`, giving an owned guard.
+    /// Same deadlock warning.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let mut guard = Arc::clone(&lock).blocking_write_owned();
+    /// std::thread::spawn(move || *guard += 1).join().unwrap();
+    /// assert_eq!(*lock.blocking_read(), 2);
+    /// ```
+    pub fn blocking_write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
+        block_on(self.write_owned())
+    }
+}

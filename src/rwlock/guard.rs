@@ -1,0 +1,546 @@
+//! The borrowed guards: [`RwLockReadGuard`], [`RwLockWriteGuard`] and
+//! [`RwLockMappedWriteGuard`], with their `map`, `try_map`, `downgrade` and
+//! `downgrade_map`.
+//!
+//! Every guard is a pointer to the raw lock, whose lock it owns, and a pointer to the part
+//! of the value it gives access to. Mapping changes the second pointer only; the lock it
+//! owns stays the same, and is released once, by the last guard in the chain.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+use crate::raw::RawRwLock;
+
+/// Shared access to the value of a [`RwLock`](crate::RwLock) (or a part of it, after
+/// [`map`](RwLockReadGuard::map)), released when dropped.
+///
+/// Made by [`RwLock::read`](crate::RwLock::read),
+/// [`RwLock::try_read`](crate::RwLock::try_read),
+/// [`RwLock::blocking_read`](crate::RwLock::blocking_read),
+/// [`RwLockWriteGuard::downgrade`] and [`RwLockWriteGuard::downgrade_map`].
+#[clippy::has_significant_drop]
+#[must_use = "if unused the RwLock will immediately unlock"]
+pub struct RwLockReadGuard<'a, T: ?Sized> {
+    /// The lock this guard owns a read lock of.
+    pub(crate) raw: &'a RawRwLock,
+    /// The value (or the part of it this guard was mapped to), readable while the read
+    /// lock is owned.
+    pub(crate) data: NonNull<T>,
+    pub(crate) marker: PhantomData<&'a T>,
+}
+
+// SAFETY: the guard gives `&T` to whichever thread holds it: sending it is sharing `T`.
+unsafe impl<T: ?Sized + Sync> Send for RwLockReadGuard<'_, T> {}
+// SAFETY: `&guard` gives `&T`.
+unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
+
+impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
+    /// Makes a read guard for a part of the locked value. Cannot fail: the lock is already
+    /// held, and stays held by the new guard.
+    ///
+    /// An associated function (`RwLockReadGuard::map(guard, f)`), not a method, so that it
+    /// does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockReadGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new((1, String::from("one")));
+    /// let name = RwLockReadGuard::map(lock.read().await, |pair| &pair.1);
+    /// assert_eq!(*name, "one");
+    /// assert!(lock.try_write().is_err()); // still locked for reading
+    /// drop(name);
+    /// assert!(lock.try_write().is_ok());
+    /// # });
+    /// ```
+    #[inline]
+    pub fn map<F, U: ?Sized>(this: Self, f: F) -> RwLockReadGuard<'a, U>
+    where
+        F: FnOnce(&T) -> &U,
+    {
+        let data = NonNull::from(f(&*this));
+        let this = ManuallyDrop::new(this);
+        RwLockReadGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        }
+    }
+
+    /// Tries to make a read guard for a part of the locked value. If `f` returns `None`,
+    /// the original guard is given back in `Err`, still holding the lock.
+    ///
+    /// An associated function (`RwLockReadGuard::try_map(guard, f)`), not a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockReadGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(vec![1, 2, 3]);
+    /// let guard = lock.read().await;
+    /// let guard = RwLockReadGuard::try_map(guard, |v| v.get(7)).unwrap_err();
+    /// let third = RwLockReadGuard::try_map(guard, |v| v.get(2)).unwrap();
+    /// assert_eq!(*third, 3);
+    /// # });
+    /// ```
+    #[inline]
+    pub fn try_map<F, U: ?Sized>(this: Self, f: F) -> Result<RwLockReadGuard<'a, U>, Self>
+    where
+        F: FnOnce(&T) -> Option<&U>,
+    {
+        let data = match f(&*this) {
+            Some(data) => NonNull::from(data),
+            None => return Err(this),
+        };
+        let this = ManuallyDrop::new(this);
+        Ok(RwLockReadGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        })
+    }
+}
+
+impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard owns a read lock: no writer exists while it lives.
+        unsafe { self.data.as_ref() }
+    }
+}
+
+impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the guard owns a read lock and gives it up.
+        unsafe { self.raw.unlock_read() }
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for RwLockReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}
+
+/// Exclusive access to the value of a [`RwLock`](crate::RwLock), released when dropped.
+///
+/// Made by [`RwLock::write`](crate::RwLock::write),
+/// [`RwLock::try_write`](crate::RwLock::try_write) and
+/// [`RwLock::blocking_write`](crate::RwLock::blocking_write).
+#[clippy::has_significant_drop]
+#[must_use = "if unused the RwLock will immediately unlock"]
+pub struct RwLockWriteGuard<'a, T: ?Sized> {
+    /// The lock this guard owns the write lock of.
+    pub(crate) raw: &'a RawRwLock,
+    /// The whole value: a write guard is never mapped (mapping makes a
+    /// [`RwLockMappedWriteGuard`]), so that [`downgrade`](Self::downgrade) can only ever
+    /// share what nobody else holds exclusively.
+    pub(crate) data: NonNull<T>,
+    pub(crate) marker: PhantomData<&'a mut T>,
+}
+
+// SAFETY: as tokio's: the guard gives `&mut T` (needs `Send`) and `&T` (needs `Sync`) to
+// whichever thread holds it.
+unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
+// SAFETY: `&guard` gives `&T`; required `Send + Sync` as tokio does.
+unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockWriteGuard<'_, T> {}
+
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Atomically turns the write lock into a read lock, and lets the queued readers in
+    /// beside it (not the queued writers). Nobody can take the write lock in between.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let mut w = lock.write().await;
+    /// *w = 2;
+    /// let r = w.downgrade();
+    /// // Other readers get in now; a writer would wait for `r`.
+    /// assert_eq!(*lock.read().await, 2);
+    /// assert!(lock.try_write().is_err());
+    /// assert_eq!(*r, 2);
+    /// # }
+    /// ```
+    pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: we own the write lock; after the call we own a read lock, which the new
+        // guard takes over (the write guard's drop does not run).
+        unsafe { this.raw.downgrade() };
+        RwLockReadGuard {
+            raw: this.raw,
+            data: this.data,
+            marker: PhantomData,
+        }
+    }
+
+    /// Makes a write guard for a part of the locked value. Cannot fail: the lock is
+    /// already held, and stays held by the new guard.
+    ///
+    /// The new guard is a [`RwLockMappedWriteGuard`], which cannot be downgraded: the
+    /// closure sees `&mut T`, and may reach a part that only exclusive access may see
+    /// without synchronisation (`Cell::get_mut`, `Mutex::get_mut`); downgraded, other
+    /// readers could change that part through `&T` while this guard reads it (the
+    /// unsoundness tokio fixed with the same separate type). To map and downgrade, use
+    /// [`downgrade_map`](Self::downgrade_map), whose closure sees `&T` only.
+    ///
+    /// An associated function (`RwLockWriteGuard::map(guard, f)`), not a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockWriteGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new((1, String::from("one")));
+    /// {
+    ///     let mut name = RwLockWriteGuard::map(lock.write().await, |pair| &mut pair.1);
+    ///     name.push_str("-and-a-bit");
+    /// }
+    /// assert_eq!(lock.read().await.1, "one-and-a-bit");
+    /// # });
+    /// ```
+    #[inline]
+    pub fn map<F, U: ?Sized>(mut this: Self, f: F) -> RwLockMappedWriteGuard<'a, U>
+    where
+        F: FnOnce(&mut T) -> &mut U,
+    {
+        let data = NonNull::from(f(&mut *this));
+        let this = ManuallyDrop::new(this);
+        RwLockMappedWriteGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        }
+    }
+
+    /// Tries to make a write guard for a part of the locked value. If `f` returns `None`,
+    /// the original guard is given back in `Err`, still holding the lock (and still able
+    /// to [`downgrade`](Self::downgrade)).
+    ///
+    /// An associated function (`RwLockWriteGuard::try_map(guard, f)`), not a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockWriteGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(vec![1, 2, 3]);
+    /// let guard = lock.write().await;
+    /// let guard = RwLockWriteGuard::try_map(guard, |v| v.get_mut(7)).unwrap_err();
+    /// let mut third = RwLockWriteGuard::try_map(guard, |v| v.get_mut(2)).unwrap();
+    /// *third = 30;
+    /// drop(third);
+    /// assert_eq!(*lock.read().await, [1, 2, 30]);
+    /// # });
+    /// ```
+    #[inline]
+    pub fn try_map<F, U: ?Sized>(
+        mut this: Self,
+        f: F,
+    ) -> Result<RwLockMappedWriteGuard<'a, U>, Self>
+    where
+        F: FnOnce(&mut T) -> Option<&mut U>,
+    {
+        let data = match f(&mut *this) {
+            Some(data) => NonNull::from(data),
+            None => return Err(this),
+        };
+        let this = ManuallyDrop::new(this);
+        Ok(RwLockMappedWriteGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        })
+    }
+
+    /// Turns the guard into a [`RwLockMappedWriteGuard`] of the whole value (for code that
+    /// takes mapped guards only).
+    ///
+    /// An associated function (`RwLockWriteGuard::into_mapped(guard)`), not a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockMappedWriteGuard, RwLockWriteGuard};
+    ///
+    /// fn bump(mut g: RwLockMappedWriteGuard<'_, u32>) {
+    ///     *g += 1;
+    /// }
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(1);
+    /// bump(RwLockWriteGuard::into_mapped(lock.write().await));
+    /// assert_eq!(*lock.read().await, 2);
+    /// # });
+    /// ```
+    #[inline]
+    pub fn into_mapped(this: Self) -> RwLockMappedWriteGuard<'a, T> {
+        Self::map(this, |value| value)
+    }
+
+    /// Maps the guard to a part of the value and downgrades it to a read guard of that
+    /// part, in one atomic step: queued readers are let in beside it (not queued
+    /// writers), and nobody can take the write lock in between.
+    ///
+    /// The closure sees the value shared (`&T`), so no exclusive borrow can outlive the
+    /// downgrade.
+    ///
+    /// An associated function (`RwLockWriteGuard::downgrade_map(guard, f)`), not a
+    /// method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockWriteGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new((0, String::new()));
+    /// let mut w = lock.write().await;
+    /// w.1.push_str("ready");
+    /// let name = RwLockWriteGuard::downgrade_map(w, |pair| &pair.1);
+    /// assert_eq!(*name, "ready");
+    /// assert_eq!(lock.read().await.1, "ready"); // readers share the lock now
+    /// assert!(lock.try_write().is_err());
+    /// # });
+    /// ```
+    #[inline]
+    pub fn downgrade_map<F, U: ?Sized>(this: Self, f: F) -> RwLockReadGuard<'a, U>
+    where
+        F: FnOnce(&T) -> &U,
+    {
+        let data = NonNull::from(f(&*this));
+        let this = ManuallyDrop::new(this);
+        // SAFETY: we own the write lock; after the call we own a read lock, which the new
+        // guard takes over (the write guard's drop does not run).
+        unsafe { this.raw.downgrade() };
+        RwLockReadGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        }
+    }
+
+    /// As [`downgrade_map`](Self::downgrade_map), if `f` returns `Some`. If it returns
+    /// `None`, the write guard is given back in `Err`, still holding the write lock, and
+    /// nothing is downgraded.
+    ///
+    /// An associated function (`RwLockWriteGuard::try_downgrade_map(guard, f)`), not a
+    /// method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockWriteGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(vec![1, 2, 3]);
+    /// let w = lock.write().await;
+    /// let w = RwLockWriteGuard::try_downgrade_map(w, |v| v.get(7)).unwrap_err();
+    /// assert!(lock.try_read().is_err()); // still write-locked
+    /// let first = RwLockWriteGuard::try_downgrade_map(w, |v| v.first()).unwrap();
+    /// assert_eq!(*first, 1);
+    /// assert!(lock.try_read().is_ok());
+    /// # });
+    /// ```
+    #[inline]
+    pub fn try_downgrade_map<F, U: ?Sized>(this: Self, f: F) -> Result<RwLockReadGuard<'a, U>, Self>
+    where
+        F: FnOnce(&T) -> Option<&U>,
+    {
+        let data = match f(&*this) {
+            Some(data) => NonNull::from(data),
+            None => return Err(this),
+        };
+        let this = ManuallyDrop::new(this);
+        // SAFETY: as in `downgrade_map`.
+        unsafe { this.raw.downgrade() };
+        Ok(RwLockReadGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        })
+    }
+}
+
+impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard owns the write lock: nobody else reaches the value.
+        unsafe { self.data.as_ref() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard owns the write lock and `&mut self` is unique.
+        unsafe { self.data.as_mut() }
+    }
+}
+
+impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the guard owns the write lock and gives it up.
+        unsafe { self.raw.unlock_write() }
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for RwLockWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}
+
+/// Exclusive access to a part of the value of a [`RwLock`](crate::RwLock), made by
+/// [`RwLockWriteGuard::map`] and released when dropped.
+///
+/// Unlike [`RwLockWriteGuard`] it has no `downgrade`: the part was reached through
+/// `&mut T`, perhaps past a synchronisation that exclusive access may skip
+/// (`Cell::get_mut`, `Mutex::get_mut`), and once readers shared the lock they could change
+/// it through `&T` (`Cell::set`, `Mutex::lock`) under a read guard of it. Use
+/// [`RwLockWriteGuard::downgrade_map`] to map and downgrade in one step. This does not
+/// compile:
+///
+/// ```compile_fail,E0599
+/// use async_rwsem::{RwLock, RwLockMappedWriteGuard, RwLockWriteGuard};
+///
+/// let lock = RwLock::new((1, 2));
+/// let part = RwLockWriteGuard::map(lock.try_write().unwrap(), |pair| &mut pair.0);
+/// let shared = RwLockMappedWriteGuard::downgrade(part);
+/// ```
+#[clippy::has_significant_drop]
+#[must_use = "if unused the RwLock will immediately unlock"]
+pub struct RwLockMappedWriteGuard<'a, T: ?Sized> {
+    /// The lock this guard owns the write lock of.
+    pub(crate) raw: &'a RawRwLock,
+    /// The part of the value this guard was mapped to.
+    pub(crate) data: NonNull<T>,
+    pub(crate) marker: PhantomData<&'a mut T>,
+}
+
+// SAFETY: as for `RwLockWriteGuard` (tokio's bounds).
+unsafe impl<T: ?Sized + Send + Sync> Send for RwLockMappedWriteGuard<'_, T> {}
+// SAFETY: as for `RwLockWriteGuard` (tokio's bounds).
+unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockMappedWriteGuard<'_, T> {}
+
+impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
+    /// Maps the guard further, to a part of its part. Cannot fail.
+    ///
+    /// An associated function (`RwLockMappedWriteGuard::map(guard, f)`), not a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockMappedWriteGuard, RwLockWriteGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(((1, 2), 3));
+    /// let outer = RwLockWriteGuard::map(lock.write().await, |v| &mut v.0);
+    /// let mut inner = RwLockMappedWriteGuard::map(outer, |v| &mut v.1);
+    /// *inner = 20;
+    /// drop(inner);
+    /// assert_eq!(*lock.read().await, ((1, 20), 3));
+    /// # });
+    /// ```
+    #[inline]
+    pub fn map<F, U: ?Sized>(mut this: Self, f: F) -> RwLockMappedWriteGuard<'a, U>
+    where
+        F: FnOnce(&mut T) -> &mut U,
+    {
+        let data = NonNull::from(f(&mut *this));
+        let this = ManuallyDrop::new(this);
+        RwLockMappedWriteGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        }
+    }
+
+    /// Tries to map the guard further. If `f` returns `None`, the original guard is given
+    /// back in `Err`, still holding the lock.
+    ///
+    /// An associated function (`RwLockMappedWriteGuard::try_map(guard, f)`), not a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockMappedWriteGuard, RwLockWriteGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new((vec![1, 2], 3));
+    /// let list = RwLockWriteGuard::map(lock.write().await, |v| &mut v.0);
+    /// let list = RwLockMappedWriteGuard::try_map(list, |l| l.get_mut(9)).unwrap_err();
+    /// *RwLockMappedWriteGuard::try_map(list, |l| l.last_mut()).unwrap() = 5;
+    /// assert_eq!(lock.read().await.0, [1, 5]);
+    /// # });
+    /// ```
+    #[inline]
+    pub fn try_map<F, U: ?Sized>(
+        mut this: Self,
+        f: F,
+    ) -> Result<RwLockMappedWriteGuard<'a, U>, Self>
+    where
+        F: FnOnce(&mut T) -> Option<&mut U>,
+    {
+        let data = match f(&mut *this) {
+            Some(data) => NonNull::from(data),
+            None => return Err(this),
+        };
+        let this = ManuallyDrop::new(this);
+        Ok(RwLockMappedWriteGuard {
+            raw: this.raw,
+            data,
+            marker: PhantomData,
+        })
+    }
+}
+
+impl<T: ?Sized> Deref for RwLockMappedWriteGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard owns the write lock: nobody else reaches the value.
+        unsafe { self.data.as_ref() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for RwLockMappedWriteGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard owns the write lock and `&mut self` is unique.
+        unsafe { self.data.as_mut() }
+    }
+}
+
+impl<T: ?Sized> Drop for RwLockMappedWriteGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the guard owns the write lock and gives it up.
+        unsafe { self.raw.unlock_write() }
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockMappedWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for RwLockMappedWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}

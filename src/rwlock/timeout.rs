@@ -1,0 +1,86 @@
+//! Acquires with a time limit (feature `tokio`): the acquire future under
+//! `tokio::time::timeout`. The acquire is cancel safe, so an expired one holds nothing and
+//! leaves nothing queued.
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+use super::guard::{RwLockReadGuard, RwLockWriteGuard};
+use super::RwLock;
+
+/// The error of [`RwLock::read_timeout`] and [`RwLock::write_timeout`]: the time ran out
+/// before the lock was taken. Nothing is held and nothing is left queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub struct Elapsed(());
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl Error for Elapsed {}
+
+impl<T: ?Sized> RwLock<T> {
+    /// Locks for reading as [`read`](Self::read) does, giving up after `timeout`
+    /// (feature `tokio`).
+    ///
+    /// Returns `Err(Elapsed)` if the lock was not taken in time; then nothing is held and
+    /// the waiter has left the queue (passing on any wake-up it was given). A lock that
+    /// can be taken at once is taken even with a zero `timeout`. Must be called in a tokio
+    /// runtime with the time driver enabled (it panics otherwise, as
+    /// `tokio::time::timeout` does). Cancel safe.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = RwLock::new(1);
+    /// let w = lock.write().await;
+    /// assert!(lock.read_timeout(Duration::from_millis(5)).await.is_err());
+    /// drop(w);
+    /// let r = lock.read_timeout(Duration::from_millis(5)).await.unwrap();
+    /// assert_eq!(*r, 1);
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn read_timeout(&self, timeout: Duration) -> Result<RwLockReadGuard<'_, T>, Elapsed> {
+        tokio::time::timeout(timeout, self.read())
+            .await
+            .map_err(|_| Elapsed(()))
+    }
+
+    /// Locks for writing as [`write`](Self::write) does, giving up after `timeout`
+    /// (feature `tokio`). On `Err(Elapsed)` nothing is held and nothing is left queued.
+    /// As for [`read_timeout`](Self::read_timeout), needs a tokio runtime with the time
+    /// driver. Cancel safe.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = RwLock::new(1);
+    /// let r = lock.read().await;
+    /// let err = lock.write_timeout(Duration::from_millis(5)).await.unwrap_err();
+    /// assert_eq!(err.to_string(), "deadline has elapsed");
+    /// drop(r);
+    /// *lock.write_timeout(Duration::from_millis(5)).await.unwrap() += 1;
+    /// assert_eq!(*lock.read().await, 2);
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn write_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<RwLockWriteGuard<'_, T>, Elapsed> {
+        tokio::time::timeout(timeout, self.write())
+            .await
+            .map_err(|_| Elapsed(()))
+    }
+}
