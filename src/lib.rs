@@ -47,22 +47,32 @@
 //! **Stealing.** A reader whose `fetch_add` finds the waiters bit set does not queue at
 //! once: if no writer holds the lock, no handoff is pending and readers do not already
 //! own it, it keeps its bias and so *steals* the lock, and then grants the queued readers
-//! too. A writer that finds the lock held spins on the count word for a few microseconds
-//! and takes the lock the moment it is free, then gives its worker thread back to the
-//! executor a few times (the owner may be a task on the same thread), and only then
-//! queues. A woken queued writer is not handed the lock: it competes for it. Stealing keeps
-//! the lock busy while woken tasks are still being scheduled, which is where a strictly
-//! fair lock loses its throughput. A reader never steals from readers that own the lock
-//! while someone waits, so a stream of readers cannot starve a queued writer.
+//! too. A reader never joins readers that own the lock while someone waits, so a stream
+//! of readers cannot starve a queued writer. A writer that finds the lock held spins on
+//! the count word for a few microseconds and takes the lock the moment it is free, then
+//! gives its worker thread back to the executor (the owner may be a task on the same
+//! thread), and only then queues. A woken queued writer is not handed the lock: it
+//! competes for it, so the lock stays busy while woken tasks are still being scheduled,
+//! which is where a strictly first-come-first-served lock loses its throughput.
 //!
-//! **Handoff.** Stealing is bounded by a timer. Each queued node records when it queued;
-//! when the head of the queue has waited longer than the policy's handoff timeout (4 ms
-//! by default, the kernel's) it sets the handoff bit, after which every fast path and
-//! every steal fails and the lock goes to the head next: a writer head is granted the lock
-//! directly by the releasing task, a reader head with every queued reader. The kernel's
-//! measurement of this bound (240 writers, 5 us sections) took per-thread operations from
-//! 1/7,792/173,696 min/mean/max to 5,842/6,542/7,458. When the head is granted, or the
-//! head is cancelled and the next one inherits the bit, the bound carries on.
+//! **What differs from the kernel.** A woken thread runs within microseconds; a woken
+//! task waits in its executor's run queue behind every other ready task, so a rule that
+//! lets arrivals race the woken waiter hands the arrivals almost every race. Two rules
+//! keep the kernel's algorithm fair inside an executor, both chosen by measurement (the
+//! `compare` example): a writer spins only while nobody is queued, one writer at a time
+//! (the kernel spins only while the owner is on a CPU, and queues its spinners), and never
+//! steals from a non-empty queue; and a woken waiter that finds the lock taken asks for
+//! the handoff at once. Readers still steal, at most once per wake-up of the head.
+//!
+//! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
+//! records when it queued; once the head of the queue has waited longer than the policy's
+//! handoff timeout (1 ms by default, chosen from the policy sweep; the kernel uses 4 ms),
+//! or has lost a race after a wake-up, the handoff bit is set and the next release grants
+//! the head the lock directly (a reader head with every queued reader), while every fast
+//! path and every steal fails meanwhile. The kernel's measurement of this bound (240
+//! writers, 5 us sections) took per-thread operations from 1/7,792/173,696 min/mean/max to
+//! 5,842/6,542/7,458; here, 240 tasks on 2 cores get a min/mean of 1.00 with a worst wait
+//! of 4.6 ms (README, Performance). A cancelled head passes the bit to the next one.
 //!
 //! **Waking.** A release that leaves the lock free with waiters queued takes the wait
 //! lock (a small `Mutex`, never held across a waker call or an `.await`) and looks at the
@@ -79,7 +89,18 @@
 //! short sections, wasted CPU for long ones), the handoff timeout (shorter is fairer and
 //! slower; `Duration::MAX` turns the bound off), the reader wake batch, and an optional
 //! bounded reader spin (helps short mixed sections, fragments reader batches). The
-//! defaults follow the kernel and the measurements in the README.
+//! defaults follow the kernel where the measurements agree and the measurements where
+//! they do not: `Policy::new`'s documentation gives the figures, and
+//! `cargo run --release --example compare -- --sweep` redraws the trade-off curve
+//! (throughput against fairness, per handoff timeout and spin budget) on your machine.
+//!
+//! | knob | raise it when | lower it when |
+//! |---|---|---|
+//! | `handoff_timeout` | throughput matters more than the worst wait | a class of tasks (readers, or writers) falls behind; `ZERO` is strict order once a queue forms |
+//! | `writer_spin` | sections are short and never await, and queues are rare | workers are few and busy (it only ever spins with an empty queue) |
+//! | `writer_yields` | owners are often tasks on the same worker | writers should queue at once |
+//! | `reader_wake_batch` | many readers queue behind writers | a burst of granted readers delays a writer too long |
+//! | `reader_spin` | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11) |
 //!
 //! # Feature flags
 //!

@@ -1,5 +1,6 @@
 //! A lock torture test in the spirit of the kernel's locktorture: a seeded, reproducible
-//! random mix of reads, writes, try-locks, cancellations at random points (a pending
+//! random mix of reads, writes, try-locks, owned guards, downgrades, cancellations at
+//! random points (a pending
 //! acquire dropped after 0, 1 or several polls; a timeout racing the acquire), critical
 //! sections that `.await`, and sections that panic (the guard must release while
 //! unwinding). Every section checks the invariants against separate atomic counters; at
@@ -49,7 +50,7 @@ struct Census {
 }
 
 struct Shared {
-    lock: RwLock<Vec<u64>>,
+    lock: Arc<RwLock<Vec<u64>>>,
     census: Census,
     writes: AtomicU64,
     ops: AtomicU64,
@@ -99,6 +100,17 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
     match choice {
         // Plain and cancelled reads.
         0..=44 => {
+            if rng.below(8) == 0 {
+                // An owned guard, maybe cancelled, held across an await.
+                let lock = Arc::clone(&s.lock);
+                let Some(guard) = poll_then_drop(lock.read_owned(), 1 + rng.below(4)).await else {
+                    return;
+                };
+                check_read(s, &guard);
+                tokio::task::yield_now().await;
+                s.census.readers.fetch_sub(1, SeqCst);
+                return;
+            }
             let guard = match rng.below(6) {
                 0 => poll_then_drop(s.lock.read(), rng.below(4)).await,
                 1 => tokio::time::timeout(Duration::from_micros(rng.below(200)), s.lock.read())
@@ -139,6 +151,22 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
                 }
             }
             s.writes.fetch_add(1, SeqCst);
+            if rng.below(4) == 0 {
+                // Downgrade: from now on a reader, beside the readers it lets in.
+                s.census.readers.fetch_add(1, SeqCst);
+                s.census.writers.fetch_sub(1, SeqCst);
+                let guard = guard.downgrade();
+                assert!(
+                    guard.windows(2).all(|w| w[0] == w[1]),
+                    "torn after downgrade"
+                );
+                if await_inside {
+                    tokio::task::yield_now().await;
+                }
+                s.census.readers.fetch_sub(1, SeqCst);
+                drop(guard);
+                return;
+            }
             s.census.writers.fetch_sub(1, SeqCst);
             if panic_inside {
                 std::panic::panic_any(PLANNED);
@@ -178,7 +206,7 @@ fn torture(seed: u64, run_for: Duration) {
         .build()
         .unwrap();
     let shared = Arc::new(Shared {
-        lock: RwLock::with_policy(vec![0; 4], policy),
+        lock: Arc::new(RwLock::with_policy(vec![0; 4], policy)),
         census: Census::default(),
         writes: AtomicU64::new(0),
         ops: AtomicU64::new(0),
