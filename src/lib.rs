@@ -129,7 +129,7 @@
 //! | `RwLockMappedWriteGuard::{map, try_map}` | the same | |
 //! | `OwnedRwLockReadGuard<T, U = T>`, `OwnedRwLockWriteGuard<T>`, `OwnedRwLockMappedWriteGuard<T, U = T>`, with `map`, `try_map`, `downgrade*` and `rwlock` | the same | |
 //! | `tokio::time::timeout(d, lock.read())` | that, or `lock.read_timeout(d)` (feature `tokio`) | |
-//! | upgradable reads | not in tokio; coming here (`upgradable_read`, `upgrade`) | |
+//! | (not in tokio) | `upgradable_read`, `try_upgradable_read`, `blocking_upgradable_read`; `RwLockUpgradableReadGuard::{upgrade, try_upgrade, downgrade}`; `RwLockWriteGuard::downgrade_to_upgradable` | one upgradable reader at a time beside plain readers; an upgrade holds new readers off while the readers inside leave, and a dropped upgrade releases the lock |
 //!
 //! A scenario written once against both locks, with only the `use` swapped, is in the
 //! crate's `tests/parity.rs`.
@@ -218,7 +218,8 @@ pub use crate::raw::stats::LockStats;
 pub use crate::rwlock::Elapsed;
 pub use crate::rwlock::{
     OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock,
-    RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+    RwLockMappedWriteGuard, RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard,
+    TryLockError, Upgrade,
 };
 
 /// The README's examples, compiled and run as doctests.

@@ -14,11 +14,13 @@ pub(crate) mod guard;
 pub(crate) mod owned;
 #[cfg(feature = "tokio")]
 pub(crate) mod timeout;
+pub(crate) mod upgradable;
 
 pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 #[cfg(feature = "tokio")]
 pub use self::timeout::Elapsed;
+pub use self::upgradable::{RwLockUpgradableReadGuard, Upgrade};
 
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Once};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use async_rwsem::{Policy, RwLock};
+use async_rwsem::{Policy, RwLock, RwLockUpgradableReadGuard};
 use futures::FutureExt;
 
 /// Only a hang comes near it.
@@ -47,6 +47,7 @@ impl Rng {
 struct Census {
     readers: AtomicUsize,
     writers: AtomicUsize,
+    upgradable: AtomicUsize,
 }
 
 struct Shared {
@@ -98,8 +99,52 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
     let await_inside = rng.below(4) == 0;
     let panic_inside = rng.below(50) == 0;
     match choice {
+        // Upgradable reads, upgraded (maybe cancelled) or not.
+        0..=9 => {
+            let up = match rng.below(3) {
+                0 => s.lock.try_upgradable_read().ok(),
+                1 => poll_then_drop(s.lock.upgradable_read(), rng.below(4)).await,
+                _ => Some(s.lock.upgradable_read().await),
+            };
+            let Some(up) = up else { return };
+            assert_eq!(
+                s.census.upgradable.fetch_add(1, SeqCst),
+                0,
+                "two upgradable readers"
+            );
+            check_read(s, &up);
+            if await_inside {
+                tokio::task::yield_now().await;
+            }
+            s.census.readers.fetch_sub(1, SeqCst);
+            s.census.upgradable.fetch_sub(1, SeqCst);
+            if rng.below(2) == 0 {
+                drop(up);
+                return;
+            }
+            let upgrade = RwLockUpgradableReadGuard::upgrade(up);
+            let guard = if rng.below(4) == 0 {
+                // Cancelled after a few polls: releases everything.
+                poll_then_drop(upgrade, rng.below(3)).await
+            } else {
+                Some(upgrade.await)
+            };
+            let Some(mut guard) = guard else { return };
+            assert_eq!(
+                s.census.writers.fetch_add(1, SeqCst),
+                0,
+                "upgrade beside a writer"
+            );
+            assert_eq!(s.census.readers.load(SeqCst), 0, "upgrade beside readers");
+            for v in guard.iter_mut() {
+                *v += 1;
+            }
+            s.writes.fetch_add(1, SeqCst);
+            s.census.writers.fetch_sub(1, SeqCst);
+            drop(guard);
+        }
         // Plain and cancelled reads.
-        0..=44 => {
+        10..=44 => {
             if rng.below(8) == 0 {
                 // An owned guard, maybe cancelled, held across an await.
                 let lock = Arc::clone(&s.lock);

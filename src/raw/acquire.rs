@@ -50,8 +50,11 @@ pub(crate) struct Acquire<'a> {
 impl Drop for Acquire<'_> {
     #[inline]
     fn drop(&mut self) {
-        if self.phase == Phase::Queued {
-            self.cancel();
+        match self.phase {
+            Phase::Queued => self.cancel(),
+            // An upgrade not yet polled still owns the upgradable read lock.
+            Phase::Init if self.node.kind == Kind::Upgrader => self.release_upgradable(),
+            _ => {}
         }
     }
 }
@@ -67,6 +70,24 @@ impl<'a> Acquire<'a> {
     #[inline]
     pub(crate) fn write(lock: &'a RawRwLock) -> Self {
         Self::new(lock, Kind::Writer)
+    }
+
+    /// A pending upgradable-read acquire of `lock`.
+    #[inline]
+    pub(crate) fn upgradable_read(lock: &'a RawRwLock) -> Self {
+        Self::new(lock, Kind::Upgradable)
+    }
+
+    /// A pending upgrade of the upgradable read lock the caller owns on `lock`. The future
+    /// owns that lock from now on: it trades it for the write lock, or releases it when
+    /// dropped unfinished.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock of `lock` and hands it to the future.
+    #[inline]
+    pub(crate) unsafe fn upgrade(lock: &'a RawRwLock) -> Self {
+        Self::new(lock, Kind::Upgrader)
     }
 
     #[inline]
@@ -93,7 +114,11 @@ impl Future for Acquire<'_> {
             let fast = match this.node.kind {
                 Kind::Reader => this.lock.read_fast(),
                 Kind::Writer if this.lock.write_fast() => Ok(()),
-                Kind::Writer => Err(0), // the writer's slow path reloads the count
+                Kind::Upgradable if this.lock.try_upgradable_read() => Ok(()),
+                // SAFETY: an upgrader in phase `Init` owns the upgradable read lock.
+                Kind::Upgrader if unsafe { this.lock.try_upgrade() } => Ok(()),
+                // The other slow paths reload the count.
+                Kind::Writer | Kind::Upgradable | Kind::Upgrader => Err(0),
             };
             return match fast {
                 Ok(()) => done(&mut this.phase),
@@ -118,6 +143,24 @@ impl Acquire<'_> {
         let node = NonNull::from(&this.node);
         match this.phase {
             Phase::Init => match kind {
+                Kind::Upgradable => {
+                    this.phase = Phase::Queued;
+                    // SAFETY: as for the reader below.
+                    unsafe { lock.upgradable_queue(node, cx.waker()) };
+                    if this.node.state.load(Ordering::Acquire) == GRANTED {
+                        return done(&mut this.phase);
+                    }
+                    return Poll::Pending;
+                }
+                Kind::Upgrader => {
+                    this.phase = Phase::Queued;
+                    // SAFETY: as for the reader below; the future owns the upgradable
+                    // read lock (phase `Init` until now).
+                    if unsafe { lock.upgrade_queue(node, cx.waker()) } {
+                        return done(&mut this.phase);
+                    }
+                    return Poll::Pending;
+                }
                 Kind::Reader => {
                     this.phase = Phase::Queued;
                     // SAFETY: the node is pinned in this future, idle, and unlinked by our
@@ -179,6 +222,15 @@ impl Acquire<'_> {
 }
 
 impl Acquire<'_> {
+    /// Dropped before its first poll: an upgrade gives up the upgradable read lock.
+    #[cold]
+    #[inline(never)]
+    fn release_upgradable(&mut self) {
+        // SAFETY: an upgrader in phase `Init` owns the upgradable read lock.
+        unsafe { self.lock.unlock_upgradable() };
+        lockevent!(self.lock, wlock_cancel);
+    }
+
     /// Dropped while queued: unlink the node or release a granted lock.
     #[cold]
     #[inline(never)]

@@ -4,7 +4,7 @@
 //! ```text
 //!  usize::BITS-1          8   7..4    3          2         1         0
 //! +---------------+-----------+------+----------+---------+---------+---------------+
-//! | READ_FAIL     | readers   | rsvd | (free)   | HANDOFF | WAITERS | WRITER_LOCKED |
+//! | READ_FAIL     | readers   | rsvd | UPGRADBL | HANDOFF | WAITERS | WRITER_LOCKED |
 //! +---------------+-----------+------+----------+---------+---------+---------------+
 //! ```
 //!
@@ -29,9 +29,15 @@ pub(crate) const WAITERS: usize = 0b0000_0010;
 /// head gets the lock or the list empties; a cancelled head passes it to the next one.
 pub(crate) const HANDOFF: usize = 0b0000_0100;
 
-/// Bits 3 to 7 are free (bit 3 is meant for an upgradable reader).
-#[allow(dead_code)] // documents the layout; used by the upgradable-read work.
-pub(crate) const RESERVED: usize = 0b1111_1000;
+/// An upgradable reader holds the lock (at most one at a time). Set together with that
+/// reader's bias and cleared together with it (or with the bias traded for
+/// `WRITER_LOCKED` by an upgrade); plain readers share the lock with it, writers and other
+/// upgradable readers do not.
+pub(crate) const UPGRADABLE: usize = 0b0000_1000;
+
+/// Bits 4 to 7 are free.
+#[allow(dead_code)] // documents the layout.
+pub(crate) const RESERVED: usize = 0b1111_0000;
 
 /// Shift of the reader count.
 pub(crate) const READER_SHIFT: u32 = 8;
@@ -65,7 +71,14 @@ mod tests {
 
     #[test]
     fn bits_do_not_overlap() {
-        let flags = [WRITER_LOCKED, WAITERS, HANDOFF, RESERVED, READER_MASK];
+        let flags = [
+            WRITER_LOCKED,
+            WAITERS,
+            HANDOFF,
+            UPGRADABLE,
+            RESERVED,
+            READER_MASK,
+        ];
         for (i, a) in flags.iter().enumerate() {
             for b in &flags[i + 1..] {
                 assert_eq!(a & b, 0, "{a:#b} overlaps {b:#b}");

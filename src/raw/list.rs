@@ -36,8 +36,16 @@ pub(crate) const GRANTED: u8 = 2;
 /// What a waiter waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
+    /// A plain reader.
     Reader,
+    /// A writer.
     Writer,
+    /// A reader that wants the one upgradable read lock; granted like a reader, but only
+    /// while no other upgradable reader holds the lock.
+    Upgradable,
+    /// The upgradable reader, waiting to upgrade: it is queued at the head, with the
+    /// handoff bit set, and is granted the write lock when the other readers have left.
+    Upgrader,
 }
 
 /// A node of the wait list, embedded in an acquire future.
@@ -161,6 +169,33 @@ impl WaitList {
             None => self.head = Some(node),
         }
         self.tail = Some(node);
+        self.len += 1;
+        // SAFETY: alive, as above.
+        unsafe { node.as_ref() }
+            .state
+            .store(WAITING, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Links `node` at the head and marks it [`WAITING`] (an upgrade jumps the queue).
+    ///
+    /// # Safety
+    ///
+    /// As for [`push_back`](Self::push_back).
+    pub(crate) unsafe fn push_front(&mut self, node: NonNull<Waiter>) {
+        let head = self.head;
+        // SAFETY: the node is alive and ours under the wait lock (caller's contract).
+        unsafe {
+            node.as_ref().with_inner(|inner| {
+                inner.prev = None;
+                inner.next = head;
+            });
+        }
+        match head {
+            // SAFETY: linked nodes are alive; `head` is not `node`.
+            Some(head) => unsafe { head.as_ref().with_inner(|inner| inner.prev = Some(node)) },
+            None => self.tail = Some(node),
+        }
+        self.head = Some(node);
         self.len += 1;
         // SAFETY: alive, as above.
         unsafe { node.as_ref() }

@@ -150,7 +150,7 @@ impl RawRwLock {
         let old = self.count.fetch_sub(READER_BIAS, Release);
         debug_assert!(readers(old) > 0, "read unlock without a reader");
         let count = old.wrapping_sub(READER_BIAS);
-        if count & (LOCK_MASK | WAITERS) == WAITERS {
+        if count & WAITERS != 0 && (count & LOCK_MASK == 0 || upgrade_due(count)) {
             self.wake();
         }
     }
@@ -191,19 +191,224 @@ impl RawRwLock {
         }
     }
 
-    /// Releases the lock on behalf of a waiter of `kind`.
+    /// Releases the lock on behalf of a granted waiter of `kind`.
     ///
     /// # Safety
     ///
-    /// The caller owns a lock of that kind and gives it up.
+    /// The caller owns the lock a waiter of that kind is granted (a granted upgrader owns
+    /// the write lock) and gives it up.
     #[inline]
     unsafe fn unlock(&self, kind: Kind) {
         match kind {
             // SAFETY: forwarded from the caller.
             Kind::Reader => unsafe { self.unlock_read() },
             // SAFETY: forwarded from the caller.
-            Kind::Writer => unsafe { self.unlock_write() },
+            Kind::Writer | Kind::Upgrader => unsafe { self.unlock_write() },
+            // SAFETY: forwarded from the caller.
+            Kind::Upgradable => unsafe { self.unlock_upgradable() },
         }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Upgradable readers: a read lock plus the `UPGRADABLE` bit, at most one at a time.
+
+    /// Takes the upgradable read lock if that needs no waiting: no writer, no other
+    /// upgradable reader, nobody queued.
+    #[inline]
+    pub(crate) fn try_upgradable_read(&self) -> bool {
+        let mut count = self.count.load(Relaxed);
+        while count & (READ_FAILED_MASK | UPGRADABLE) == 0 {
+            match self.count.compare_exchange_weak(
+                count,
+                count + READER_BIAS + UPGRADABLE,
+                Acq,
+                Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
+    }
+
+    /// Releases the upgradable read lock.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock of `self` and gives it up.
+    pub(crate) unsafe fn unlock_upgradable(&self) {
+        let old = self.count.fetch_sub(READER_BIAS + UPGRADABLE, Release);
+        debug_assert!(old & UPGRADABLE != 0 && readers(old) > 0);
+        if old & WAITERS != 0 {
+            // The lock may be free, or a queued upgradable reader may now get in beside the
+            // remaining readers.
+            self.wake();
+        }
+    }
+
+    /// Turns the upgradable read lock into a plain read lock.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock; afterwards it owns a read lock instead.
+    pub(crate) unsafe fn downgrade_upgradable(&self) {
+        let old = self.count.fetch_sub(UPGRADABLE, AcqRel);
+        debug_assert!(old & UPGRADABLE != 0);
+        if old & WAITERS != 0 {
+            self.wake_readers_after_steal();
+        }
+    }
+
+    /// Turns the write lock into the upgradable read lock in one atomic step, granting the
+    /// queued readers (not writers, nor upgradable readers) beside it.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock; afterwards it owns the upgradable read lock.
+    pub(crate) unsafe fn downgrade_to_upgradable(&self) {
+        let old = self.count.fetch_add(
+            (READER_BIAS + UPGRADABLE).wrapping_sub(WRITER_LOCKED),
+            AcqRel,
+        );
+        debug_assert!(old & WRITER_LOCKED != 0 && old & UPGRADABLE == 0);
+        if old & WAITERS != 0 {
+            self.wake_readers_after_steal();
+        }
+    }
+
+    /// Trades the upgradable read lock for the write lock if no other reader holds the
+    /// lock. Does not wait.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock; on `true` it owns the write lock instead.
+    pub(crate) unsafe fn try_upgrade(&self) -> bool {
+        let mut count = self.count.load(Relaxed);
+        loop {
+            debug_assert!(count & UPGRADABLE != 0);
+            if readers(count) != 1 {
+                return false;
+            }
+            // Only our bias is left: trade it (and the bit) for the writer bit. A pending
+            // handoff stays for the head to take when we release.
+            let new = (count - READER_BIAS - UPGRADABLE) | WRITER_LOCKED;
+            match self.count.compare_exchange_weak(count, new, Acq, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+    }
+
+    /// Queues an upgradable reader (its bias is not in the count). Returns `false`; the
+    /// node may have been granted already (the caller checks its state).
+    ///
+    /// # Safety
+    ///
+    /// As for [`write_queue`](Self::write_queue), for an upgradable-reader node.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn upgradable_queue(&self, node: NonNull<Waiter>, waker: &std::task::Waker) {
+        let mut wakers = WakeList::new();
+        let mut list = lock(&self.wait_list);
+        let first = list.is_empty();
+        // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
+        unsafe {
+            node.as_ref().with_inner(|inner| {
+                inner.waker = Some(waker.clone());
+                inner.queued_at = Some(Instant::now());
+            });
+            list.push_back(node);
+        }
+        lockevent!(self, sleep_reader);
+        if first {
+            self.count.fetch_or(WAITERS, Relaxed);
+        }
+        // The lock may have changed since the fast path failed: grant what can be.
+        let count = self.count.load(Relaxed);
+        self.cond_wake(&mut list, count, &mut wakers);
+        drop(list);
+        wakers.wake_all();
+    }
+
+    /// Queues the upgradable reader's upgrade at the head of the queue and sets `HANDOFF`,
+    /// so that no new reader gets in while the others leave. Returns `true` with the write
+    /// lock owned (the node unlinked again).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock; `node` is as for
+    /// [`write_queue`](Self::write_queue), an upgrader node.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn upgrade_queue(
+        &self,
+        node: NonNull<Waiter>,
+        waker: &std::task::Waker,
+    ) -> bool {
+        let mut list = lock(&self.wait_list);
+        // SAFETY: we own the upgradable read lock.
+        if unsafe { self.try_upgrade() } {
+            return true;
+        }
+        // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
+        unsafe {
+            node.as_ref().with_inner(|inner| {
+                inner.waker = Some(waker.clone());
+                inner.queued_at = Some(Instant::now());
+            });
+            list.push_front(node);
+        }
+        lockevent!(self, sleep_writer);
+        self.count.fetch_or(WAITERS | HANDOFF, Relaxed);
+        // The other readers may have left before the bits were set (their unlock saw no
+        // waiters): look again.
+        // SAFETY: the node is linked in `list`, which we hold.
+        unsafe { self.try_upgrade_own(&mut list, node) }
+    }
+
+    /// Under the wait lock, for a queued upgrader: take the write lock if only its own
+    /// bias is left, unlinking the node. The node's state is the caller's to set: `IDLE`
+    /// by its owner, `GRANTED` (last) by a waker.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a linked upgrader node of `list`, the locked wait list of `self`.
+    unsafe fn try_upgrade_locked(&self, list: &mut WaitList, node: NonNull<Waiter>) -> bool {
+        debug_assert_eq!(list.head(), Some(node));
+        let mut count = self.count.load(Relaxed);
+        loop {
+            if count & WRITER_LOCKED != 0 || readers(count) != 1 {
+                return false;
+            }
+            let mut new = (count - READER_BIAS - UPGRADABLE) | WRITER_LOCKED;
+            new &= !HANDOFF;
+            if list.len() == 1 {
+                new &= !WAITERS;
+            }
+            match self.count.compare_exchange_weak(count, new, Acq, Relaxed) {
+                Ok(_) => break,
+                Err(now) => count = now,
+            }
+        }
+        // SAFETY: linked in `list`, wait lock held.
+        unsafe { list.remove(node) };
+        lockevent!(self, wlock_queued);
+        true
+    }
+
+    /// [`try_upgrade_locked`](Self::try_upgrade_locked) by the upgrader itself.
+    ///
+    /// # Safety
+    ///
+    /// As for `try_upgrade_locked`; the caller owns the node.
+    unsafe fn try_upgrade_own(&self, list: &mut WaitList, node: NonNull<Waiter>) -> bool {
+        // SAFETY: forwarded from the caller.
+        let won = unsafe { self.try_upgrade_locked(list, node) };
+        if won {
+            // SAFETY: the caller owns the node.
+            unsafe { node.as_ref() }.state.store(IDLE, Relaxed);
+        }
+        won
     }
 
     /// `rwsem_wake`: the lock may be free and someone waits.
@@ -572,7 +777,14 @@ impl RawRwLock {
             return true;
         }
         // SAFETY: linked (WAITING) and we hold the wait lock.
-        if waiter.kind == Kind::Writer && unsafe { self.try_write_lock(&mut list, node) } {
+        let acquired = unsafe {
+            match waiter.kind {
+                Kind::Writer => self.try_write_lock(&mut list, node),
+                Kind::Upgrader => self.try_upgrade_own(&mut list, node),
+                Kind::Reader | Kind::Upgradable => false,
+            }
+        };
+        if acquired {
             return true;
         }
         // SAFETY: linked and we hold the wait lock.
@@ -628,6 +840,10 @@ impl RawRwLock {
             waiter.with_inner(|inner| inner.waker.take())
         };
         waiter.state.store(IDLE, Relaxed);
+        if kind == Kind::Upgrader {
+            // A dropped upgrade gives up the upgradable read lock it was holding too.
+            self.count.fetch_sub(READER_BIAS + UPGRADABLE, Release);
+        }
         if list.is_empty() {
             self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
         } else if was_head {
@@ -643,8 +859,8 @@ impl RawRwLock {
     #[inline]
     fn count_cancel(&self, kind: Kind) {
         match kind {
-            Kind::Reader => lockevent!(self, rlock_cancel),
-            Kind::Writer => lockevent!(self, wlock_cancel),
+            Kind::Reader | Kind::Upgradable => lockevent!(self, rlock_cancel),
+            Kind::Writer | Kind::Upgrader => lockevent!(self, wlock_cancel),
         }
     }
 
@@ -685,15 +901,24 @@ impl RawRwLock {
         let Some(head) = list.head() else { return };
         // SAFETY: linked nodes are alive while we hold the wait lock.
         let head_ref = unsafe { head.as_ref() };
-        if head_ref.kind == Kind::Writer {
-            if wake_type == WakeType::Any {
-                // SAFETY: `head` is linked in `list`, which we hold.
-                unsafe { self.wake_writer(list, head, wakers) };
+        match head_ref.kind {
+            Kind::Writer => {
+                if wake_type == WakeType::Any {
+                    // SAFETY: `head` is linked in `list`, which we hold.
+                    unsafe { self.wake_writer(list, head, wakers) };
+                }
+                return;
             }
-            return;
+            Kind::Upgrader => {
+                // SAFETY: `head` is linked in `list`, which we hold.
+                unsafe { self.grant_upgrader(list, head, wakers) };
+                return;
+            }
+            Kind::Reader | Kind::Upgradable => {}
         }
 
-        // The head is a reader: grant every queued reader (up to the batch limit) at once.
+        // The head is a reader: grant every queued reader (up to the batch limit) at once,
+        // and the first queued upgradable reader if no upgradable reader holds the lock.
         let oldcount;
         let mut adjustment = 0usize;
         if wake_type == WakeType::ReadOwned {
@@ -725,12 +950,15 @@ impl RawRwLock {
         // Pass 1: how many readers to grant. The count must hold all their biases before
         // any of them is marked granted, or one could run, unlock and let a writer in
         // beside readers that are still to be marked.
+        // `UPGRADABLE` can be cleared meanwhile (its holder leaves) but not set: setting it
+        // needs an empty queue or the wait lock. So a clear bit here stays clear.
         let batch = self.policy.reader_wake_batch.min(WakeList::CAPACITY - 1);
+        let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
         let mut cursor = Some(head);
         while let Some(node) = cursor {
             // SAFETY: linked nodes are alive while we hold the wait lock.
-            if unsafe { node.as_ref() }.kind == Kind::Reader {
+            if pick.take(unsafe { node.as_ref() }.kind) {
                 woken += 1;
                 if woken == batch {
                     break;
@@ -739,15 +967,27 @@ impl RawRwLock {
             // SAFETY: `node` is linked in `list`, which we hold.
             cursor = unsafe { list.next(node) };
         }
+        if woken == 0 {
+            // Only an upgradable reader waits at the head, and another holds the lock: its
+            // release will wake the queue again.
+            if adjustment != 0 {
+                self.count.fetch_sub(adjustment, Release);
+            }
+            return;
+        }
+        let head_granted = GrantPick::new(oldcount).take(head_ref.kind);
         let mut adjust = (woken * READER_BIAS).wrapping_sub(adjustment);
+        if pick.upgradable_taken {
+            adjust = adjust.wrapping_add(UPGRADABLE);
+        }
         if woken == list.len() {
             // Everyone is granted: nobody waits any more, nobody needs a handoff.
             adjust = adjust.wrapping_sub(WAITERS);
             if oldcount & HANDOFF != 0 {
                 adjust = adjust.wrapping_sub(HANDOFF);
             }
-        } else if oldcount & HANDOFF != 0 {
-            // The head (a reader) got the lock: the handoff it asked for is done.
+        } else if oldcount & HANDOFF != 0 && head_granted {
+            // The head got the lock: the handoff it asked for is done.
             adjust = adjust.wrapping_sub(HANDOFF);
         }
         if adjust != 0 {
@@ -755,6 +995,7 @@ impl RawRwLock {
         }
 
         // Pass 2: unlink them, take their wakers, and only then mark them granted.
+        let mut pick = GrantPick::new(oldcount);
         let mut left = woken;
         let mut cursor = Some(head);
         while left > 0 {
@@ -763,7 +1004,7 @@ impl RawRwLock {
             cursor = unsafe { list.next(node) };
             // SAFETY: linked nodes are alive while we hold the wait lock.
             let waiter = unsafe { node.as_ref() };
-            if waiter.kind != Kind::Reader {
+            if !pick.take(waiter.kind) {
                 continue;
             }
             // SAFETY: linked in `list`; wait lock held.
@@ -779,6 +1020,31 @@ impl RawRwLock {
             lockevent!(self, wake_reader);
             left -= 1;
         }
+    }
+
+    /// Grants the queued upgrade at the head the write lock if only its own bias is left.
+    ///
+    /// # Safety
+    ///
+    /// `head` is the head of `list`, the locked wait list of `self`, and an upgrader.
+    unsafe fn grant_upgrader(
+        &self,
+        list: &mut WaitList,
+        head: NonNull<Waiter>,
+        wakers: &mut WakeList,
+    ) {
+        // SAFETY: forwarded from the caller.
+        if !unsafe { self.try_upgrade_locked(list, head) } {
+            return;
+        }
+        // SAFETY: the node was linked until just now and its owner cannot drop it before
+        // it sees GRANTED, which is stored last.
+        let waiter = unsafe { head.as_ref() };
+        // SAFETY: as above; we hold the wait lock.
+        if let Some(waker) = unsafe { waiter.with_inner(|inner| inner.waker.take()) } {
+            wakers.push(waker);
+        }
+        waiter.state.store(GRANTED, Release);
     }
 
     /// Wakes the head writer; or, with the lock free and a handoff pending or due (the head
@@ -847,6 +1113,40 @@ impl RawRwLock {
         if let Some(waker) = waker {
             wakers.push(waker);
             lockevent!(self, wake_writer);
+        }
+    }
+}
+
+/// Is a release leaving only the upgradable reader's bias, with its upgrade (most likely)
+/// queued? (`HANDOFF` with `UPGRADABLE` and one reader.) Then the release must wake it.
+#[inline]
+fn upgrade_due(count: usize) -> bool {
+    count & (LOCK_MASK | UPGRADABLE | HANDOFF) == READER_BIAS | UPGRADABLE | HANDOFF
+}
+
+/// Which queued waiters one batch grant takes: every reader, and the first upgradable
+/// reader if no upgradable reader holds the lock.
+struct GrantPick {
+    upgradable_free: bool,
+    upgradable_taken: bool,
+}
+
+impl GrantPick {
+    fn new(count: usize) -> Self {
+        Self {
+            upgradable_free: count & UPGRADABLE == 0,
+            upgradable_taken: false,
+        }
+    }
+
+    fn take(&mut self, kind: Kind) -> bool {
+        match kind {
+            Kind::Reader => true,
+            Kind::Upgradable if self.upgradable_free && !self.upgradable_taken => {
+                self.upgradable_taken = true;
+                true
+            }
+            _ => false,
         }
     }
 }

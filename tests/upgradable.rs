@@ -1,0 +1,221 @@
+//! Upgradable reads, one poll at a time: the count word after each step (writer 1,
+//! waiters 2, handoff 4, upgradable 8, reader 256).
+#![cfg(not(loom))]
+
+use std::time::Duration;
+
+use async_rwsem::{Policy, RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
+use tokio_test::task::spawn;
+use tokio_test::{assert_pending, assert_ready};
+
+const W: usize = 0b0001;
+const WAITERS: usize = 0b0010;
+const HANDOFF: usize = 0b0100;
+const UPG: usize = 0b1000;
+const R: usize = 1 << 8;
+
+fn lock() -> RwLock<u32> {
+    RwLock::with_policy(
+        0,
+        Policy::new()
+            .writer_spin(Duration::ZERO)
+            .writer_yields(0)
+            .handoff_timeout(Duration::MAX),
+    )
+}
+
+#[test]
+fn one_upgradable_beside_readers() {
+    let l = lock();
+    let up = assert_ready!(spawn(l.upgradable_read()).poll());
+    assert_eq!(l.__count_word(), R | UPG);
+    let r = l.try_read().unwrap();
+    assert_eq!(l.__count_word(), (2 * R) | UPG);
+    assert!(l.try_write().is_err());
+    assert!(l.try_upgradable_read().is_err());
+    // A second upgradable reader queues; it is granted when the first one leaves, beside
+    // the plain reader still inside.
+    let mut up2 = spawn(l.upgradable_read());
+    assert_pending!(up2.poll());
+    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS);
+    drop(up);
+    assert!(up2.is_woken());
+    assert_eq!(l.__count_word(), (2 * R) | UPG);
+    let up2 = assert_ready!(up2.poll());
+    drop((r, up2));
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn try_upgrade_only_when_alone() {
+    let l = lock();
+    let up = l.try_upgradable_read().unwrap();
+    let r = l.try_read().unwrap();
+    let up = RwLockUpgradableReadGuard::try_upgrade(up).unwrap_err();
+    assert_eq!(l.__count_word(), (2 * R) | UPG);
+    drop(r);
+    let mut w = RwLockUpgradableReadGuard::try_upgrade(up).unwrap();
+    *w = 7;
+    assert_eq!(l.__count_word(), W);
+    drop(w);
+    assert_eq!(*l.try_read().unwrap(), 7);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn upgrade_waits_for_readers_and_holds_new_ones_off() {
+    let l = lock();
+    let r1 = l.try_read().unwrap();
+    let up = l.try_upgradable_read().unwrap();
+    let mut upgrade = spawn(RwLockUpgradableReadGuard::upgrade(up));
+    assert_pending!(upgrade.poll());
+    // Queued at the head with the handoff bit: new readers and writers queue behind it.
+    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
+    assert!(l.try_read().is_err());
+    let mut r2 = spawn(l.read());
+    let mut w2 = spawn(l.write());
+    assert_pending!(r2.poll());
+    assert_pending!(w2.poll());
+    assert_eq!(l.__queue_len(), 3);
+    // The last other reader leaves: the upgrade is granted the write lock.
+    drop(r1);
+    assert!(upgrade.is_woken());
+    assert!(!r2.is_woken() && !w2.is_woken());
+    assert_eq!(l.__count_word(), W | WAITERS);
+    let mut w = assert_ready!(upgrade.poll());
+    *w += 1;
+    // Its release grants the next head (the reader), and the writer after it.
+    drop(w);
+    assert!(r2.is_woken());
+    let g = assert_ready!(r2.poll());
+    assert_eq!(*g, 1);
+    drop(g);
+    assert!(w2.is_woken());
+    drop(assert_ready!(w2.poll()));
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn cancelled_upgrade_releases_and_lets_the_queue_in() {
+    let l = lock();
+    let r1 = l.try_read().unwrap();
+    let up = l.try_upgradable_read().unwrap();
+    let mut upgrade = spawn(RwLockUpgradableReadGuard::upgrade(up));
+    assert_pending!(upgrade.poll());
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
+    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
+    // Dropping the pending upgrade gives up the upgradable read lock it owned; the reader
+    // queued behind it inherits the head and is granted beside r1.
+    drop(upgrade);
+    assert!(r2.is_woken());
+    assert_eq!(l.__count_word(), 2 * R);
+    drop(assert_ready!(r2.poll()));
+    drop(r1);
+    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.__queue_len(), 0);
+}
+
+#[test]
+fn upgrade_dropped_unpolled_releases() {
+    let l = lock();
+    let up = l.try_upgradable_read().unwrap();
+    let upgrade = RwLockUpgradableReadGuard::upgrade(up);
+    assert_eq!(l.__count_word(), R | UPG);
+    drop(upgrade);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn granted_upgrade_dropped_unpolled_releases_the_write_lock() {
+    let l = lock();
+    let r1 = l.try_read().unwrap();
+    let up = l.try_upgradable_read().unwrap();
+    let mut upgrade = spawn(RwLockUpgradableReadGuard::upgrade(up));
+    assert_pending!(upgrade.poll());
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    drop(r1);
+    assert!(upgrade.is_woken());
+    assert_eq!(l.__count_word(), W | WAITERS);
+    drop(upgrade);
+    assert!(w2.is_woken());
+    drop(assert_ready!(w2.poll()));
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn downgrades() {
+    let l = lock();
+    let w = l.try_write().unwrap();
+    let mut r = spawn(l.read());
+    let mut up2 = spawn(l.upgradable_read());
+    let mut w2 = spawn(l.write());
+    assert_pending!(r.poll());
+    assert_pending!(up2.poll());
+    assert_pending!(w2.poll());
+    // Write -> upgradable: the reader is granted, not the writer nor the other upgradable.
+    let up = RwLockWriteGuard::downgrade_to_upgradable(w);
+    assert!(r.is_woken() && !up2.is_woken() && !w2.is_woken());
+    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS);
+    let g = assert_ready!(r.poll());
+    // Upgradable -> read: the queued upgradable reader gets the slot.
+    let plain = RwLockUpgradableReadGuard::downgrade(up);
+    assert!(up2.is_woken());
+    assert_eq!(l.__count_word(), (3 * R) | UPG | WAITERS);
+    let up2 = assert_ready!(up2.poll());
+    drop((g, plain, up2));
+    assert!(w2.is_woken());
+    drop(assert_ready!(w2.poll()));
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn two_upgraders_take_turns() {
+    // Only one upgradable reader at a time: a second upgrader waits for the first's whole
+    // read-upgrade-write cycle, so they can never wait for each other.
+    let l = lock();
+    let mut a = spawn(async {
+        let up = l.upgradable_read().await;
+        let mut w = RwLockUpgradableReadGuard::upgrade(up).await;
+        *w += 1;
+    });
+    let mut b = spawn(async {
+        let up = l.upgradable_read().await;
+        tokio::task::yield_now().await;
+        let mut w = RwLockUpgradableReadGuard::upgrade(up).await;
+        *w += 10;
+    });
+    let r = l.try_read().unwrap();
+    assert_pending!(a.poll()); // upgradable, then the upgrade waits for `r`
+    assert_pending!(b.poll()); // queued for the upgradable slot
+    drop(r);
+    assert_ready!(a.poll());
+    for _ in 0..3 {
+        if b.poll().is_ready() {
+            break;
+        }
+    }
+    assert_eq!(*l.try_read().unwrap(), 11);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn blocking_upgradable_read_from_a_thread() {
+    let l = std::sync::Arc::new(lock());
+    let g = l.try_read().unwrap_or_else(|_| unreachable!());
+    let l2 = std::sync::Arc::clone(&l);
+    let t = std::thread::spawn(move || {
+        let up = l2.blocking_upgradable_read();
+        let mut w = super_block_on(RwLockUpgradableReadGuard::upgrade(up));
+        *w += 1;
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    drop(g);
+    t.join().unwrap();
+    assert_eq!(*l.try_read().unwrap(), 1);
+}
+
+fn super_block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
