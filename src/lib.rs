@@ -118,7 +118,7 @@
 //! | `tokio::sync` | `async_rwsem` | what differs |
 //! |---|---|---|
 //! | `RwLock::new`, `RwLock::const_new` | the same (`new` is `const` too) | the lock is fair only within a bound: arrivals may steal it from queued waiters, and a queued waiter is handed the lock once it has waited the policy's `handoff_timeout`; tokio serves waiters strictly in arrival order |
-//! | `RwLock::with_max_readers`, `const_with_max_readers` | not yet | the reader count is bounded only by the count word (a panic on overflow, never a wrap) |
+//! | `RwLock::with_max_readers`, `const_with_max_readers` | the same (both `const`), plus `with_policy_and_max_readers` | `max_readers` is a `u32` and any value from 1 up is accepted (0 panics); without a limit the count word bounds the readers (2^55 - 1 on 64-bit; one more is a panic, never a wrap) |
 //! | `read`, `write`, `try_read`, `try_write` | the same | a writer that finds the lock held spins and yields before it queues, so a `try_read` may still succeed beside a writer that has been polled but not queued yet; tokio's writer queues at once |
 //! | `read_owned`, `write_owned`, `try_read_owned`, `try_write_owned` | the same | |
 //! | `blocking_read`, `blocking_write` | the same, plus `blocking_read_owned`, `blocking_write_owned` | tokio's panic when called inside a runtime; these cannot tell, and deadlock if the lock's holder needs the blocked thread |

@@ -123,8 +123,65 @@ impl<T> RwLock<T> {
     /// ```
     #[cfg(not(loom))]
     pub const fn with_policy(value: T, policy: Policy) -> Self {
+        Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
+    }
+
+    /// Creates an unlocked lock holding `value` that lets at most `max_readers` readers
+    /// hold it at once; more readers wait (as `tokio::sync::RwLock::with_max_readers`).
+    /// Without a limit, the reader count is bounded by the count word (2^55 - 1 readers on
+    /// 64-bit targets).
+    ///
+    /// # Panics
+    ///
+    /// If `max_readers` is 0 (no reader could ever get in).
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::with_max_readers(0, 2);
+    /// let a = lock.try_read().unwrap();
+    /// let b = lock.try_read().unwrap();
+    /// assert!(lock.try_read().is_err()); // a third reader would wait
+    /// drop(a);
+    /// assert!(lock.try_read().is_ok());
+    /// # drop(b);
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn with_max_readers(value: T, max_readers: u32) -> Self {
+        Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
+    }
+
+    /// The same as [`with_max_readers`](Self::with_max_readers) (which is `const` too),
+    /// under tokio's name.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// static POOL: RwLock<()> = RwLock::const_with_max_readers((), 8);
+    /// # let _ = &POOL;
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn const_with_max_readers(value: T, max_readers: u32) -> Self {
+        Self::with_max_readers(value, max_readers)
+    }
+
+    /// Creates an unlocked lock holding `value`, run by `policy`, with at most
+    /// `max_readers` readers at once.
+    ///
+    /// # Panics
+    ///
+    /// If `max_readers` is 0, or more than the count word can count.
+    ///
+    /// ```
+    /// use async_rwsem::{Policy, RwLock};
+    ///
+    /// let lock = RwLock::with_policy_and_max_readers(0, Policy::new(), 4);
+    /// assert!(lock.try_read().is_ok());
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
-            raw: RawRwLock::new(policy),
+            raw: RawRwLock::new(policy, max_readers),
             data: UnsafeCell::new(value),
         }
     }
@@ -138,8 +195,14 @@ impl<T> RwLock<T> {
     /// Creates an unlocked lock holding `value`, run by `policy` (loom build).
     #[cfg(loom)]
     pub fn with_policy(value: T, policy: Policy) -> Self {
+        Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
+    }
+
+    /// Creates an unlocked lock with at most `max_readers` readers at once (loom build).
+    #[cfg(loom)]
+    pub fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
-            raw: RawRwLock::new(policy),
+            raw: RawRwLock::new(policy, max_readers),
             data: UnsafeCell::new(value),
         }
     }
@@ -291,6 +354,14 @@ impl<T: ?Sized> RwLock<T> {
     #[doc(hidden)]
     pub fn __count_word(&self) -> usize {
         self.raw.count_word()
+    }
+
+    /// Sets the count word. For this crate's own tests only (to put the reader count next
+    /// to its overflow guard); not a stable API. `&mut self` means nobody holds or waits
+    /// for the lock, so this cannot break memory safety, only the lock's usefulness.
+    #[doc(hidden)]
+    pub fn __set_count_word_for_tests(&mut self, count: usize) {
+        self.raw.set_count_for_tests(count)
     }
 
     /// The number of queued waiters. Diagnostics for this crate's own tests; not a stable

@@ -575,3 +575,72 @@ fn downgrade_with_nobody_waiting() {
     drop((r, r2));
     assert_eq!(l.__count_word(), 0);
 }
+
+#[test]
+fn max_readers_queues_the_extra_reader_and_grants_it_a_freed_slot() {
+    let l: RwLock<u32> = RwLock::with_policy_and_max_readers(0, queue_at_once(), 2);
+    let a = assert_ready!(spawn(l.read()).poll());
+    let b = assert_ready!(spawn(l.read()).poll());
+    assert!(l.try_read().is_err());
+    let mut c = spawn(l.read());
+    assert_pending!(c.poll());
+    assert_eq!(l.__count_word(), (2 * R) | WAITERS);
+    assert_eq!(l.__queue_len(), 1);
+    // One reader leaves: the slot goes to the queued one.
+    drop(a);
+    assert!(c.is_woken());
+    assert_eq!(l.__count_word(), 2 * R);
+    let c = assert_ready!(c.poll());
+    drop((b, c));
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn max_readers_limits_a_batch_grant() {
+    let l: RwLock<u32> = RwLock::with_policy_and_max_readers(0, queue_at_once(), 3);
+    let w = l.try_write().unwrap();
+    let mut rs: Vec<_> = (0..5).map(|_| spawn(l.read())).collect();
+    for r in &mut rs {
+        assert_pending!(r.poll());
+    }
+    drop(w);
+    assert_eq!(rs.iter().filter(|r| r.is_woken()).count(), 3);
+    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
+    let g0 = assert_ready!(rs[0].poll());
+    drop(g0);
+    assert!(rs[3].is_woken() && !rs[4].is_woken());
+    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
+}
+
+#[test]
+#[should_panic(expected = "max_readers must be at least 1")]
+fn max_readers_zero_is_rejected() {
+    let _ = RwLock::with_max_readers(0u8, 0);
+}
+
+#[test]
+fn reader_overflow_is_a_clear_panic_not_a_wrap() {
+    // Put the reader count one below the guard bit, as if 2^55 - 1 readers were inside
+    // (the most the count word holds): the next reader gets in, the one after panics, and
+    // the count word is left as it was (no wrap into the flag bits).
+    let mut l = lock(Policy::new());
+    let full = (usize::MAX >> 1) & !(R - 1); // every reader bit below the guard
+    let top = full - R;
+    l.__set_count_word_for_tests(top);
+    let last = assert_ready!(spawn(l.read()).poll());
+    assert_eq!(l.__count_word(), full);
+    let l = std::panic::AssertUnwindSafe(&l);
+    let panic = std::panic::catch_unwind(|| {
+        let _ = spawn(l.read()).poll();
+    })
+    .unwrap_err();
+    let msg = panic.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(msg.contains("too many readers"), "unexpected panic: {msg}");
+    assert_eq!(
+        l.__count_word(),
+        full,
+        "the failed reader left its bias behind"
+    );
+    drop(last);
+    assert_eq!(l.__count_word(), top);
+}

@@ -71,32 +71,59 @@ pub(crate) struct RawRwLock {
     wait_list: Mutex<WaitList>,
     /// A writer is spinning (the kernel's OSQ, reduced to one slot).
     spinner: AtomicBool,
+    /// The most readers that may hold the lock at once (`with_max_readers`); more wait.
+    max_readers: usize,
+    /// `max_readers` in count-word units: a fast-path reader gets in only below it.
+    read_limit: usize,
     policy: Policy,
     #[cfg_attr(not(feature = "stats"), allow(dead_code))] // read by `lockevent!` only
     pub(crate) stats: Counters,
 }
 
 impl RawRwLock {
+    /// The most readers the count word can hold: the next one would reach `READ_FAIL`.
+    pub(crate) const MAX_READERS: usize = (READ_FAIL >> READER_SHIFT) - 1;
+
     #[cfg(not(loom))]
-    pub(crate) const fn new(policy: Policy) -> Self {
+    pub(crate) const fn new(policy: Policy, max_readers: usize) -> Self {
+        assert!(max_readers > 0, "max_readers must be at least 1");
+        assert!(max_readers <= Self::MAX_READERS, "max_readers is too large");
         Self {
             count: AtomicUsize::new(0),
             wait_list: Mutex::new(WaitList::new()),
             spinner: AtomicBool::new(false),
+            max_readers,
+            read_limit: max_readers << READER_SHIFT,
             policy: policy.normalized(),
             stats: Counters::new(),
         }
     }
 
     #[cfg(loom)]
-    pub(crate) fn new(policy: Policy) -> Self {
+    pub(crate) fn new(policy: Policy, max_readers: usize) -> Self {
+        assert!(max_readers > 0, "max_readers must be at least 1");
+        assert!(max_readers <= Self::MAX_READERS, "max_readers is too large");
         Self {
             count: AtomicUsize::new(0),
             wait_list: Mutex::new(WaitList::new()),
             spinner: AtomicBool::new(false),
+            max_readers,
+            read_limit: max_readers << READER_SHIFT,
             policy: policy.normalized(),
             stats: Counters::new(),
         }
+    }
+
+    /// Room for one more reader beside the `readers` counted?
+    #[inline]
+    fn reader_room(&self, readers: usize) -> bool {
+        readers < self.max_readers
+    }
+
+    /// Starts the count word at `count` (tests only: a lock with readers already "inside"
+    /// to reach the overflow guard without billions of guards).
+    pub(crate) fn set_count_for_tests(&self, count: usize) {
+        self.count.store(count, Release);
     }
 
     #[inline]
@@ -121,7 +148,7 @@ impl RawRwLock {
     #[inline]
     pub(crate) fn try_read(&self) -> bool {
         let mut count = self.count.load(Relaxed);
-        while count & READ_FAILED_MASK == 0 {
+        while count & READ_FAILED_MASK == 0 && self.reader_room(readers(count)) {
             match self
                 .count
                 .compare_exchange_weak(count, count + READER_BIAS, Acq, Relaxed)
@@ -148,9 +175,15 @@ impl RawRwLock {
     #[inline]
     pub(crate) unsafe fn unlock_read(&self) {
         let old = self.count.fetch_sub(READER_BIAS, Release);
-        debug_assert!(readers(old) > 0, "read unlock without a reader");
+        debug_assert!(old & READER_MASK != 0, "read unlock without a reader");
         let count = old.wrapping_sub(READER_BIAS);
-        if count & WAITERS != 0 && (count & LOCK_MASK == 0 || upgrade_due(count)) {
+        if count & WAITERS != 0
+            && (count & LOCK_MASK == 0
+                || upgrade_due(count)
+                || readers(count) + 1 == self.max_readers && count & WRITER_LOCKED == 0)
+        {
+            // The lock is free, or an upgrade waits for us, or we freed the one slot a
+            // queued reader waits for under `max_readers`.
             self.wake();
         }
     }
@@ -217,7 +250,7 @@ impl RawRwLock {
     #[inline]
     pub(crate) fn try_upgradable_read(&self) -> bool {
         let mut count = self.count.load(Relaxed);
-        while count & (READ_FAILED_MASK | UPGRADABLE) == 0 {
+        while count & (READ_FAILED_MASK | UPGRADABLE) == 0 && self.reader_room(readers(count)) {
             match self.count.compare_exchange_weak(
                 count,
                 count + READER_BIAS + UPGRADABLE,
@@ -432,7 +465,9 @@ impl RawRwLock {
     #[inline]
     pub(crate) fn read_fast(&self) -> Result<(), usize> {
         let old = self.count.fetch_add(READER_BIAS, Acq);
-        if old & READ_FAILED_MASK == 0 {
+        // With no flag set, `old` is the readers' biases (plus, maybe, `UPGRADABLE`, which
+        // is below one bias): below the limit means room for us.
+        if old & READ_FAILED_MASK == 0 && old < self.read_limit {
             lockevent!(self, rlock_fast);
             Ok(())
         } else {
@@ -463,8 +498,8 @@ impl RawRwLock {
         }
         let rcnt = readers(count);
         // To keep a stream of readers from starving a waiter, do not steal a lock that
-        // readers already own.
-        let reader_owned = count & WRITER_LOCKED == 0 && rcnt > 1;
+        // readers already own. (Over `max_readers` the lock is reader-owned too.)
+        let reader_owned = count & WRITER_LOCKED == 0 && (rcnt > 1 || rcnt > self.max_readers);
         if !reader_owned && count & (WRITER_LOCKED | HANDOFF) == 0 {
             lockevent!(self, rlock_steal);
             if rcnt == 1 && count & WAITERS != 0 {
@@ -499,9 +534,10 @@ impl RawRwLock {
         let mut wakers = WakeList::new();
         let mut list = lock(&self.wait_list);
         if list.is_empty() {
-            // Nobody waits, so no handoff is pending: without a writer our bias is a read
-            // lock (the kernel's `rwsem_rlock_fast` on the slow path).
-            if self.count.load(Acq) & WRITER_LOCKED == 0 {
+            // Nobody waits, so no handoff is pending: without a writer (and within
+            // `max_readers`) our bias is a read lock (the kernel's `rwsem_rlock_fast`).
+            let now = self.count.load(Acq);
+            if now & WRITER_LOCKED == 0 && readers(now) <= self.max_readers {
                 drop(list);
                 lockevent!(self, rlock_fast);
                 return true;
@@ -544,7 +580,8 @@ impl RawRwLock {
             if count & WRITER_LOCKED == 0 {
                 let old = self.count.fetch_add(READER_BIAS, Acq);
                 let stealable = old & (WRITER_LOCKED | HANDOFF | READ_FAIL) == 0
-                    && (readers(old) == 0 || old & WAITERS == 0);
+                    && (readers(old) == 0 || old & WAITERS == 0)
+                    && self.reader_room(readers(old));
                 if stealable {
                     lockevent!(self, rlock_spin);
                     if readers(old) == 0 && old & WAITERS != 0 {
@@ -952,24 +989,32 @@ impl RawRwLock {
         // beside readers that are still to be marked.
         // `UPGRADABLE` can be cleared meanwhile (its holder leaves) but not set: setting it
         // needs an empty queue or the wait lock. So a clear bit here stays clear.
-        let batch = self.policy.reader_wake_batch.min(WakeList::CAPACITY - 1);
+        // Within `max_readers`: the readers already inside (our check bias, if any, is
+        // the head's and counts as granted below) leave this much room.
+        let room = self.max_readers.saturating_sub(readers(oldcount));
+        let batch = self
+            .policy
+            .reader_wake_batch
+            .min(WakeList::CAPACITY - 1)
+            .min(room);
         let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
         let mut cursor = Some(head);
         while let Some(node) = cursor {
+            if woken == batch {
+                break;
+            }
             // SAFETY: linked nodes are alive while we hold the wait lock.
             if pick.take(unsafe { node.as_ref() }.kind) {
                 woken += 1;
-                if woken == batch {
-                    break;
-                }
             }
             // SAFETY: `node` is linked in `list`, which we hold.
             cursor = unsafe { list.next(node) };
         }
         if woken == 0 {
-            // Only an upgradable reader waits at the head, and another holds the lock: its
-            // release will wake the queue again.
+            // Nobody can be granted now: only an upgradable reader waits at the head while
+            // another holds the lock, or `max_readers` readers are inside. Their release
+            // wakes the queue again.
             if adjustment != 0 {
                 self.count.fetch_sub(adjustment, Release);
             }
