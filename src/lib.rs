@@ -107,6 +107,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `stats` | off | `RwLock::stats()`: per-lock counters of the kernel's lock events |
+//! | `tracing` | off | `tracing` events (target `async_rwsem::contention`, level TRACE) named after the kernel's tracepoints: `contention_begin` when an acquire first has to wait, `contention_end` when it stops waiting, with `wait_us` and `acquired` (false: the acquire was dropped) |
 //! | `tokio` | off | `RwLock::read_timeout` and `RwLock::write_timeout`, which give up after a `Duration` (with the error `Elapsed`) and leave nothing held or queued; they run on tokio's timer, so they need a tokio runtime with time enabled |
 //!
 //! # Migrating from `tokio::sync::RwLock`

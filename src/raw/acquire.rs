@@ -43,6 +43,9 @@ enum Phase {
 pub(crate) struct Acquire<'a> {
     lock: &'a RawRwLock,
     phase: Phase,
+    /// When this acquire first had to wait (feature `tracing`).
+    #[cfg(feature = "tracing")]
+    waiting_since: Option<std::time::Instant>,
     /// Structurally pinned: never moved out of, only reached through `&`.
     node: Waiter,
 }
@@ -95,6 +98,8 @@ impl<'a> Acquire<'a> {
         Self {
             lock,
             phase: Phase::Init,
+            #[cfg(feature = "tracing")]
+            waiting_since: None,
             node: Waiter::new(kind),
         }
     }
@@ -122,14 +127,46 @@ impl Future for Acquire<'_> {
             };
             return match fast {
                 Ok(()) => done(&mut this.phase),
-                Err(count) => this.poll_slow(cx, count),
+                Err(count) => this.poll_slow_traced(cx, count),
             };
         }
-        this.poll_slow(cx, 0)
+        this.poll_slow_traced(cx, 0)
     }
 }
 
 impl Acquire<'_> {
+    /// [`poll_slow`](Self::poll_slow), with the kernel's `contention_begin` /
+    /// `contention_end` as `tracing` events when the feature is on: one when the task
+    /// first has to wait, one when it gets the lock (or gives up), with the wait time.
+    #[inline]
+    fn poll_slow_traced(&mut self, cx: &mut Context<'_>, count: usize) -> Poll<()> {
+        let poll = self.poll_slow(cx, count);
+        #[cfg(feature = "tracing")]
+        match (&poll, self.waiting_since) {
+            (Poll::Pending, None) => {
+                self.waiting_since = Some(std::time::Instant::now());
+                tracing::trace!(
+                    target: "async_rwsem::contention",
+                    lock = ?std::ptr::from_ref(self.lock),
+                    kind = ?self.node.kind,
+                    "contention_begin"
+                );
+            }
+            (Poll::Ready(()), Some(since)) => {
+                tracing::trace!(
+                    target: "async_rwsem::contention",
+                    lock = ?std::ptr::from_ref(self.lock),
+                    kind = ?self.node.kind,
+                    wait_us = since.elapsed().as_micros() as u64,
+                    acquired = true,
+                    "contention_end"
+                );
+            }
+            _ => {}
+        }
+        poll
+    }
+
     /// Everything but the fast paths. `count` is the count word the failed fast path saw
     /// (with a reader's bias in it) when called in phase `Init`.
     ///
@@ -235,6 +272,17 @@ impl Acquire<'_> {
     #[cold]
     #[inline(never)]
     fn cancel(&mut self) {
+        #[cfg(feature = "tracing")]
+        if let Some(since) = self.waiting_since {
+            tracing::trace!(
+                target: "async_rwsem::contention",
+                lock = ?std::ptr::from_ref(self.lock),
+                kind = ?self.node.kind,
+                wait_us = since.elapsed().as_micros() as u64,
+                acquired = false,
+                "contention_end"
+            );
+        }
         let node = NonNull::from(&self.node);
         // SAFETY: the node is ours and was queued on this lock; a future in phase `Queued`
         // has been polled, hence pinned, so the node has not moved since it was linked;
