@@ -130,7 +130,7 @@
 //! | `RwLockMappedWriteGuard::{map, try_map}` | the same | |
 //! | `OwnedRwLockReadGuard<T, U = T>`, `OwnedRwLockWriteGuard<T>`, `OwnedRwLockMappedWriteGuard<T, U = T>`, with `map`, `try_map`, `downgrade*` and `rwlock` | the same | |
 //! | `tokio::time::timeout(d, lock.read())` | that, or `lock.read_timeout(d)` (feature `tokio`) | |
-//! | (not in tokio) | `upgradable_read`, `try_upgradable_read`, `blocking_upgradable_read`; `RwLockUpgradableReadGuard::{upgrade, try_upgrade, downgrade}`; `RwLockWriteGuard::downgrade_to_upgradable` | one upgradable reader at a time beside plain readers; an upgrade holds new readers off while the readers inside leave, and a dropped upgrade releases the lock |
+//! | (not in tokio) | `upgradable_read`, `try_upgradable_read`, `blocking_upgradable_read`; `RwLockUpgradableReadGuard::{upgrade, try_upgrade, downgrade}`; `RwLockWriteGuard::downgrade_to_upgradable`; owned variants; `upgradable_read_timeout` (feature `tokio`) | one upgradable reader at a time beside plain readers; an upgrade holds new readers off while the readers inside leave, and a dropped upgrade releases the lock |
 //!
 //! A scenario written once against both locks, with only the `use` swapped, is in the
 //! crate's `tests/parity.rs`.
@@ -218,9 +218,9 @@ pub use crate::raw::stats::LockStats;
 #[cfg(feature = "tokio")]
 pub use crate::rwlock::Elapsed;
 pub use crate::rwlock::{
-    OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock,
-    RwLockMappedWriteGuard, RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard,
-    TryLockError, Upgrade,
+    OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockUpgradableReadGuard,
+    OwnedRwLockWriteGuard, RwLock, RwLockMappedWriteGuard, RwLockReadGuard,
+    RwLockUpgradableReadGuard, RwLockWriteGuard, TryLockError, Upgrade,
 };
 
 /// The README's examples, compiled and run as doctests.

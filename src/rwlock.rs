@@ -20,7 +20,7 @@ pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard}
 pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 #[cfg(feature = "tokio")]
 pub use self::timeout::Elapsed;
-pub use self::upgradable::{RwLockUpgradableReadGuard, Upgrade};
+pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadGuard, Upgrade};
 
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;

@@ -219,3 +219,46 @@ fn blocking_upgradable_read_from_a_thread() {
 fn super_block_on<F: std::future::Future>(f: F) -> F::Output {
     futures::executor::block_on(f)
 }
+
+#[test]
+fn owned_upgradable_upgrade_and_cancel() {
+    use async_rwsem::{OwnedRwLockUpgradableReadGuard, OwnedRwLockWriteGuard};
+    use std::sync::Arc;
+
+    let l = Arc::new(lock());
+    let up = assert_ready!(spawn(Arc::clone(&l).upgradable_read_owned()).poll());
+    assert_eq!(l.__count_word(), R | UPG);
+    assert!(Arc::clone(&l).try_upgradable_read_owned().is_err());
+    // An upgrade future dropped before its first poll releases the lock.
+    drop(OwnedRwLockUpgradableReadGuard::upgrade(up));
+    assert_eq!(l.__count_word(), 0);
+    // Waiting for a reader, holding new readers off, then granted.
+    let r = l.try_read().unwrap();
+    let up = Arc::clone(&l).try_upgradable_read_owned().unwrap();
+    let mut upgrade = spawn(OwnedRwLockUpgradableReadGuard::upgrade(up));
+    assert_pending!(upgrade.poll());
+    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
+    drop(r);
+    assert!(upgrade.is_woken());
+    let mut w = assert_ready!(upgrade.poll());
+    *w = 5;
+    // Back down to upgradable, then to a plain read.
+    let up = OwnedRwLockWriteGuard::downgrade_to_upgradable(w);
+    assert_eq!(l.__count_word(), R | UPG);
+    let r = OwnedRwLockUpgradableReadGuard::downgrade(up);
+    assert_eq!(*r, 5);
+    assert_eq!(l.__count_word(), R);
+    drop(r);
+    assert_eq!(l.__count_word(), 0);
+}
+
+#[test]
+fn owned_upgradable_guard_is_static_and_send() {
+    fn static_send<T: Send + 'static>(_: &T) {}
+    let l = std::sync::Arc::new(RwLock::new(0u8));
+    let up = std::sync::Arc::clone(&l)
+        .try_upgradable_read_owned()
+        .unwrap();
+    static_send(&up);
+    static_send(&async_rwsem::OwnedRwLockUpgradableReadGuard::upgrade(up));
+}

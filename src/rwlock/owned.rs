@@ -168,7 +168,7 @@ impl<T: ?Sized> OwnedRwLockReadGuard<T> {
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
     /// Takes the `Arc` out of a guard whose drop must not run (its lock is passed on).
-    fn into_lock(this: Self) -> Arc<RwLock<T>> {
+    pub(crate) fn into_lock(this: Self) -> Arc<RwLock<T>> {
         let this = ManuallyDrop::new(this);
         // SAFETY: `this` is never dropped, so the `Arc` is moved out exactly once.
         unsafe { ptr::read(&this.lock) }
@@ -320,7 +320,7 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     }
 
     /// Takes the `Arc` out of a guard whose drop must not run (its lock is passed on).
-    fn into_lock(this: Self) -> Arc<RwLock<T>> {
+    pub(crate) fn into_lock(this: Self) -> Arc<RwLock<T>> {
         let this = ManuallyDrop::new(this);
         // SAFETY: `this` is never dropped, so the `Arc` is moved out exactly once.
         unsafe { ptr::read(&this.lock) }
@@ -622,7 +622,7 @@ where
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
     /// Takes the `Arc` out of a guard whose drop must not run (its lock is passed on).
-    fn into_lock(this: Self) -> Arc<RwLock<T>> {
+    pub(crate) fn into_lock(this: Self) -> Arc<RwLock<T>> {
         let this = ManuallyDrop::new(this);
         // SAFETY: `this` is never dropped, so the `Arc` is moved out exactly once.
         unsafe { ptr::read(&this.lock) }

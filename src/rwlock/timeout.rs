@@ -7,6 +7,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
+use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
 
 /// The error of [`RwLock::read_timeout`] and [`RwLock::write_timeout`]: the time ran out
@@ -80,6 +81,34 @@ impl<T: ?Sized> RwLock<T> {
         timeout: Duration,
     ) -> Result<RwLockWriteGuard<'_, T>, Elapsed> {
         tokio::time::timeout(timeout, self.write())
+            .await
+            .map_err(|_| Elapsed(()))
+    }
+
+    /// Locks for an upgradable read as [`upgradable_read`](Self::upgradable_read) does,
+    /// giving up after `timeout` (feature `tokio`). On `Err(Elapsed)` nothing is held and
+    /// nothing is left queued. Needs a tokio runtime with the time driver. Cancel safe.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = RwLock::new(1);
+    /// let up = lock.upgradable_read().await;
+    /// assert!(lock.upgradable_read_timeout(Duration::from_millis(5)).await.is_err());
+    /// drop(up);
+    /// assert!(lock.upgradable_read_timeout(Duration::from_millis(5)).await.is_ok());
+    /// assert_eq!(lock.__queue_len(), 0);
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn upgradable_read_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<RwLockUpgradableReadGuard<'_, T>, Elapsed> {
+        tokio::time::timeout(timeout, self.upgradable_read())
             .await
             .map_err(|_| Elapsed(()))
     }

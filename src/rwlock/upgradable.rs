@@ -13,10 +13,12 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
+use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 use super::{RwLock, TryLockError};
 use crate::loom::cell_ptr_shared;
 use crate::raw::{Acquire, RawRwLock};
@@ -327,5 +329,238 @@ impl<'a, T: ?Sized> Future for Upgrade<'a, T> {
 impl<T: ?Sized> fmt::Debug for Upgrade<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Upgrade").finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Owned upgradable reads.
+
+impl<T: ?Sized> RwLock<T> {
+    /// Locks for an upgradable read, as [`upgradable_read`](Self::upgradable_read),
+    /// through an `Arc`: the guard keeps the lock alive and is `'static` when `T` is.
+    /// Cancel safe.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let up = Arc::clone(&lock).upgradable_read_owned().await;
+    /// let task = tokio::spawn(async move {
+    ///     let mut w = OwnedRwLockUpgradableReadGuard::upgrade(up).await;
+    ///     *w += 1;
+    /// });
+    /// task.await.unwrap();
+    /// assert_eq!(*lock.read().await, 2);
+    /// # }
+    /// ```
+    pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
+        Acquire::upgradable_read(&self.raw).await;
+        // SAFETY: we own the upgradable read lock, handed to the guard.
+        unsafe { OwnedRwLockUpgradableReadGuard::new(self) }
+    }
+
+    /// Locks for an upgradable read through an `Arc` if that needs no waiting, as
+    /// [`try_upgradable_read`](Self::try_upgradable_read).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// assert!(Arc::clone(&lock).try_upgradable_read_owned().is_err());
+    /// drop(up);
+    /// ```
+    pub fn try_upgradable_read_owned(
+        self: Arc<Self>,
+    ) -> Result<OwnedRwLockUpgradableReadGuard<T>, TryLockError> {
+        if self.raw.try_upgradable_read() {
+            // SAFETY: we own the upgradable read lock, handed to the guard.
+            Ok(unsafe { OwnedRwLockUpgradableReadGuard::new(self) })
+        } else {
+            Err(TryLockError(()))
+        }
+    }
+}
+
+/// An owned [`RwLockUpgradableReadGuard`]: holds the `Arc` of its lock, so it can outlive
+/// the scope that took it (and be `'static`).
+///
+/// Made by [`RwLock::upgradable_read_owned`], [`RwLock::try_upgradable_read_owned`] and
+/// [`OwnedRwLockWriteGuard::downgrade_to_upgradable`].
+#[clippy::has_significant_drop]
+#[must_use = "if unused the RwLock will immediately unlock"]
+pub struct OwnedRwLockUpgradableReadGuard<T: ?Sized> {
+    lock: Arc<RwLock<T>>,
+    data: NonNull<T>,
+    marker: PhantomData<T>,
+}
+
+// SAFETY: as the borrowed guard's: it may become a write guard on the thread it is sent to.
+unsafe impl<T: ?Sized + Send + Sync> Send for OwnedRwLockUpgradableReadGuard<T> {}
+// SAFETY: `&guard` gives `&T` only.
+unsafe impl<T: ?Sized + Send + Sync> Sync for OwnedRwLockUpgradableReadGuard<T> {}
+
+impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock of `lock` and hands it to the guard.
+    unsafe fn new(lock: Arc<RwLock<T>>) -> Self {
+        // SAFETY: a pointer into a live cell is not null.
+        let data = unsafe { NonNull::new_unchecked(cell_ptr_shared(&lock.data)) };
+        Self {
+            lock,
+            data,
+            marker: PhantomData,
+        }
+    }
+
+    /// Takes the `Arc` out of a guard whose drop must not run (its lock is passed on).
+    fn into_lock(this: Self) -> Arc<RwLock<T>> {
+        let this = ManuallyDrop::new(this);
+        // SAFETY: `this` is never dropped, so the `Arc` is moved out exactly once.
+        unsafe { ptr::read(&this.lock) }
+    }
+
+    /// Upgrades to the write lock, as [`RwLockUpgradableReadGuard::upgrade`]. Cancel safe:
+    /// dropping the future unfinished releases the lock altogether.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = Arc::new(RwLock::new(String::new()));
+    /// let up = Arc::clone(&lock).upgradable_read_owned().await;
+    /// OwnedRwLockUpgradableReadGuard::upgrade(up).await.push('x');
+    /// assert_eq!(*lock.read().await, "x");
+    /// # });
+    /// ```
+    pub async fn upgrade(this: Self) -> OwnedRwLockWriteGuard<T> {
+        // Until the first poll the future holds the guard, whose drop releases the lock;
+        // from here the acquire future owns it (and releases it if dropped unfinished).
+        let lock = Self::into_lock(this);
+        // SAFETY: the upgradable read lock goes to the acquire future.
+        unsafe { Acquire::upgrade(&lock.raw) }.await;
+        // SAFETY: we own the write lock now, handed to the guard.
+        unsafe { OwnedRwLockWriteGuard::new(lock) }
+    }
+
+    /// Upgrades to the write lock if no other reader holds the lock; otherwise gives the
+    /// guard back.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// let mut w = OwnedRwLockUpgradableReadGuard::try_upgrade(up).unwrap();
+    /// *w = 1;
+    /// ```
+    pub fn try_upgrade(this: Self) -> Result<OwnedRwLockWriteGuard<T>, Self> {
+        // SAFETY: the guard owns the upgradable read lock.
+        if unsafe { this.lock.raw.try_upgrade() } {
+            let lock = Self::into_lock(this);
+            // SAFETY: we own the write lock now, handed to the guard.
+            Ok(unsafe { OwnedRwLockWriteGuard::new(lock) })
+        } else {
+            Err(this)
+        }
+    }
+
+    /// Gives up the right to upgrade, as [`RwLockUpgradableReadGuard::downgrade`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// let r = OwnedRwLockUpgradableReadGuard::downgrade(up);
+    /// assert!(lock.try_upgradable_read().is_ok());
+    /// # drop(r);
+    /// ```
+    pub fn downgrade(this: Self) -> OwnedRwLockReadGuard<T> {
+        let lock = Self::into_lock(this);
+        // SAFETY: we own the upgradable read lock; the read lock it becomes goes to the
+        // new guard.
+        unsafe {
+            lock.raw.downgrade_upgradable();
+            OwnedRwLockReadGuard::new(lock)
+        }
+    }
+
+    /// The lock this guard holds.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// assert!(Arc::ptr_eq(&lock, OwnedRwLockUpgradableReadGuard::rwlock(&up)));
+    /// ```
+    pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
+        &this.lock
+    }
+}
+
+impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
+    /// Atomically turns the write lock into the upgradable read lock, as
+    /// [`RwLockWriteGuard::downgrade_to_upgradable`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockWriteGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let w = Arc::clone(&lock).try_write_owned().unwrap();
+    /// let up = OwnedRwLockWriteGuard::downgrade_to_upgradable(w);
+    /// assert!(lock.try_read().is_ok());
+    /// # drop(up);
+    /// ```
+    pub fn downgrade_to_upgradable(this: Self) -> OwnedRwLockUpgradableReadGuard<T> {
+        let lock = OwnedRwLockWriteGuard::into_lock(this);
+        // SAFETY: we own the write lock; the upgradable read lock it becomes goes to the
+        // new guard.
+        unsafe {
+            lock.raw.downgrade_to_upgradable();
+            OwnedRwLockUpgradableReadGuard::new(lock)
+        }
+    }
+}
+
+impl<T: ?Sized> Deref for OwnedRwLockUpgradableReadGuard<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard owns a read lock: no writer exists while it lives.
+        unsafe { self.data.as_ref() }
+    }
+}
+
+impl<T: ?Sized> Drop for OwnedRwLockUpgradableReadGuard<T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the guard owns the upgradable read lock and gives it up; the `Arc` is
+        // dropped only after this.
+        unsafe { self.lock.raw.unlock_upgradable() }
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for OwnedRwLockUpgradableReadGuard<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for OwnedRwLockUpgradableReadGuard<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
     }
 }
