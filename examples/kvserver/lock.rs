@@ -50,13 +50,11 @@ impl<T: Send + Sync + 'static> ShardLock<T> for RwsemLock<T> {
     /// With the crate's `stats` feature: the lock-event counters, one `name:value` a line.
     #[cfg(feature = "stats")]
     fn stats(&self) -> Option<String> {
-        // `LockStats` is `#[non_exhaustive]`; its Debug form lists every counter.
-        let dbg = format!("{:?}", self.0.stats());
-        let body = dbg.split_once('{')?.1.trim_end_matches('}');
         Some(
-            body.split(',')
-                .filter_map(|kv| kv.split_once(':'))
-                .map(|(k, v)| format!("{}:{}\n", k.trim(), v.trim()))
+            self.0
+                .stats()
+                .counters()
+                .map(|(name, value)| format!("{name}:{value}\n"))
                 .collect(),
         )
     }

@@ -19,6 +19,26 @@ macro_rules! lock_events {
         }
 
         #[cfg(feature = "stats")]
+        impl LockStats {
+            /// Every counter with its name (the field's), in declaration order: for
+            /// printing or exporting without naming each field.
+            ///
+            /// ```
+            /// use async_rwsem::RwLock;
+            ///
+            /// let lock = RwLock::new(0);
+            /// drop(lock.try_read());
+            /// let stats = lock.stats();
+            /// let fast = stats.counters().find(|(name, _)| *name == "rlock_fast");
+            /// assert_eq!(fast, Some(("rlock_fast", 0))); // try_read is not the fast path
+            /// assert!(stats.counters().all(|(_, n)| n == 0));
+            /// ```
+            pub fn counters(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$( (stringify!($name), self.$name), )*].into_iter()
+            }
+        }
+
+        #[cfg(feature = "stats")]
         #[derive(Debug, Default)]
         pub(crate) struct Counters {
             $( pub(crate) $name: std::sync::atomic::AtomicU64, )*
