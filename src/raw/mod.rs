@@ -7,21 +7,26 @@
 //! with tasks in place of threads; `shared/design/rwsem.md` in the project is the map and
 //! the names below follow the kernel's, so that a reader of `rwsem.c` finds their way.
 //!
-//! - **Count word** ([`count`]): writer bit, waiters bit, handoff bit, readers from bit 8.
+//! - **Count word** ([`count`]): writer bit, waiters bit, handoff bit, upgradable bit,
+//!   readers from bit 8.
 //! - **Readers** add [`READER_BIAS`](count::READER_BIAS) in one `fetch_add` and own the lock
-//!   if none of `READ_FAILED_MASK` was set. Otherwise (the bias still in the count) they
-//!   *steal* the lock if neither a writer nor a handoff is pending and readers do not
-//!   already own it; else they queue, and are *granted* the lock by a waker, which adds
-//!   their bias before it wakes them.
-//! - **Writers** CAS `0 -> WRITER_LOCKED`; else spin on the count word for a bounded time,
-//!   then yield to the executor a bounded number of times, then queue. A woken writer
-//!   takes the lock itself (others may steal it meanwhile) under the wait lock.
-//! - **Handoff**: when the head waiter has waited longer than the policy's handoff timeout
-//!   it sets `HANDOFF`; from then on only the head may take the lock, which bounds the
-//!   unfairness that stealing buys throughput with.
+//!   if none of `READ_FAILED_MASK` was set (and `max_readers` leaves room). Otherwise (the
+//!   bias still in the count) they *steal* the lock if neither a writer nor a handoff is
+//!   pending and readers do not already own it; else they queue, and are *granted* the
+//!   lock by a waker, which adds their bias before it wakes them.
+//! - **Writers** CAS `0 -> WRITER_LOCKED`; else, while nobody is queued, one of them at a
+//!   time spins on the count word for a bounded time; then they yield to the executor a
+//!   bounded number of times, then queue. A writer never steals from a non-empty queue. A
+//!   woken writer takes the lock itself under the wait lock (a reader may steal it first).
+//! - **Handoff**: when the head waiter has waited longer than the policy's handoff timeout,
+//!   or was woken and lost the race, `HANDOFF` is set and the next release grants the head
+//!   the lock directly; meanwhile nobody else may take it. This bounds the unfairness that
+//!   stealing buys throughput with.
 //! - **Waking** ([`RawRwLock::mark_wake`]): a head writer is woken alone (or granted the
 //!   lock directly under handoff); a head reader means every queued reader, skipping
-//!   writers, up to the batch limit, is granted in one atomic add.
+//!   writers, up to the batch limit, is granted in one atomic add (with at most one queued
+//!   upgradable reader); a head upgrade is granted the write lock when only its own read
+//!   bias is left.
 //! - **Cancellation**: dropping a pending acquire unlinks its node; if it was the head the
 //!   next head is woken (and inherits `HANDOFF`); a granted node releases the lock.
 //!
@@ -30,8 +35,10 @@
 //! The count word's are in [`count`], the wait list's and the nodes' in [`list`]. The
 //! ones that tie them together: `WAITERS` and `HANDOFF` change only under the wait lock;
 //! under it `WAITERS` is set exactly when the list is not empty; every release that leaves
-//! the lock free (or, for a writer, any release) with `WAITERS` set calls
-//! [`RawRwLock::mark_wake`], so a waiter is never left asleep beside a free lock.
+//! the lock free (or, for a writer or an upgradable reader, any release; or a reader's
+//! release that leaves only a pending upgrader, or frees a `max_readers` slot) with
+//! `WAITERS` set calls [`RawRwLock::mark_wake`], so a waiter is never left asleep beside
+//! a lock it could take.
 
 pub(crate) mod count;
 pub(crate) mod list;
