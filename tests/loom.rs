@@ -1,5 +1,9 @@
 //! loom models of the lock's transitions. Run with
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom`.
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom`
+//! (CI uses 3: about 10 s for the whole file on 2 cores). Never run them without
+//! `LOOM_MAX_PREEMPTIONS`: unbounded, a model can run for hours. A model marked
+//! `#[ignore = "known failure: ..."]` reproduces a known defect of the lock; run it with
+//! `-- --include-ignored`.
 //!
 //! Every model protects data in a loom `UnsafeCell`, so loom checks that the lock orders
 //! the accesses (a missing acquire/release shows up as a data race), and ends by checking
@@ -16,7 +20,7 @@ use std::time::Duration;
 use async_rwsem::{Policy, RwLock};
 use loom::cell::UnsafeCell;
 use loom::future::block_on;
-use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::thread;
 
 /// Data guarded by the lock, tracked by loom.
@@ -249,6 +253,375 @@ fn woken_writer_cancelled_passes_the_wake_up_on() {
         t.join().unwrap();
         w.join().unwrap();
         assert_eq!(l.try_read().unwrap().get(), 1);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn downgrade_grants_queued_reader() {
+    loom::model(|| {
+        let l = lock(queueing());
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        let g = g.downgrade();
+        assert_eq!(g.get(), 1);
+        // Joined while the downgraded guard is still held: a reader queued behind the
+        // writer must have been granted by the downgrade (else this is a deadlock).
+        assert_eq!(r.join().unwrap(), 1);
+        drop(g);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn batch_grant_two_readers_behind_writer() {
+    loom::model(|| {
+        // `main` queues two readers and then a writer (owned futures, polled once here),
+        // so the queue is [reader, reader, writer] before the release. The second reader
+        // and the writer are driven on threads of their own, the first reader by `main`
+        // after its release. The release grants both readers in one batch; the writer
+        // comes after both, or (no handoff, and polled while the release has left the lock
+        // free and not yet granted the readers) before both, never in between.
+        let l = lock(queueing());
+        let g = l.try_write().unwrap();
+        g.bump();
+        let left = Arc::new(AtomicUsize::new(0));
+        let read = |left: Arc<AtomicUsize>| {
+            let mut fut = Box::pin(Arc::clone(&l).read_owned());
+            assert!(poll_once(fut.as_mut()).is_pending(), "read beside a writer");
+            move || {
+                let g = block_on(fut);
+                let seen = g.get();
+                left.fetch_add(1, SeqCst);
+                seen
+            }
+        };
+        let first = read(Arc::clone(&left));
+        let r = thread::spawn(read(Arc::clone(&left)));
+        let mut fut = Box::pin(Arc::clone(&l).write_owned());
+        assert!(
+            poll_once(fut.as_mut()).is_pending(),
+            "write beside a writer"
+        );
+        let left3 = Arc::clone(&left);
+        let w = thread::spawn(move || {
+            let g = block_on(fut);
+            g.bump();
+            left3.load(SeqCst)
+        });
+        drop(g);
+        let seen = [first(), r.join().unwrap()];
+        let readers_left = w.join().unwrap();
+        assert_eq!(seen[0], seen[1], "the readers were not granted together");
+        match seen[0] {
+            1 => assert_eq!(readers_left, 2, "writer granted beside readers"),
+            2 => assert_eq!(readers_left, 0, "writer granted beside readers"),
+            n => panic!("readers saw {n}"),
+        }
+        assert_eq!(l.try_read().unwrap().get(), 2);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn reader_steals_from_woken_writer() {
+    loom::model(|| {
+        // No handoff: a reader arriving while the woken writer is not yet running may
+        // steal the lock; its release must wake the writer again.
+        let l = lock(queueing());
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let w = thread::spawn(move || block_on(async { l2.write().await.bump() }));
+        let l3 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l3.read().await.get() }));
+        drop(g);
+        w.join().unwrap();
+        let seen = r.join().unwrap();
+        assert!(seen == 1 || seen == 2, "reader saw {seen}");
+        assert_eq!(l.try_read().unwrap().get(), 2);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn handoff_inherited_after_cancel_then_granted() {
+    loom::model(|| {
+        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let g = l.try_read().unwrap();
+        let l2 = Arc::clone(&l);
+        // The head writer: queues and (the lock held, timeout 0) sets HANDOFF in its
+        // first poll, then is dropped.
+        let t = thread::spawn(move || {
+            let mut fut = pin!(l2.write());
+            if poll_once(fut.as_mut()).is_pending() {
+                let _ = poll_once(fut.as_mut());
+            }
+        });
+        let l3 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l3.read().await.get() }));
+        t.join().unwrap();
+        // Joined while `g` is still held: a reader queued behind the cancelled head
+        // inherits its HANDOFF and must be granted beside `g` (else a deadlock).
+        assert_eq!(r.join().unwrap(), 0);
+        drop(g);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn handoff_inherited_by_reader_then_granted_on_write_release() {
+    loom::model(|| {
+        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let t = thread::spawn(move || {
+            let mut fut = pin!(l2.write());
+            if poll_once(fut.as_mut()).is_pending() {
+                let _ = poll_once(fut.as_mut());
+            }
+        });
+        let l3 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l3.read().await.get() }));
+        t.join().unwrap();
+        drop(g);
+        assert_eq!(r.join().unwrap(), 1);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn owned_guard_moved_across_threads() {
+    loom::model(|| {
+        let l = lock(queueing());
+        let g = block_on(Arc::clone(&l).write_owned());
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        // The guard (and its `Arc`) moves to another thread, which writes and unlocks.
+        let d = thread::spawn(move || {
+            g.bump();
+            drop(g);
+        });
+        d.join().unwrap();
+        assert_eq!(r.join().unwrap(), 2);
+        assert_eq!(Arc::strong_count(&l), 1, "a guard kept its Arc");
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn try_write_while_queued_fails_or_waits() {
+    loom::model(|| {
+        let l = lock(queueing());
+        let g = l.try_write().unwrap();
+        g.bump();
+        let queued = Arc::new(AtomicBool::new(false));
+        let l2 = Arc::clone(&l);
+        let q2 = Arc::clone(&queued);
+        let w = thread::spawn(move || {
+            let mut fut = pin!(l2.write());
+            let g = match poll_once(fut.as_mut()) {
+                Poll::Ready(g) => g,
+                Poll::Pending => {
+                    // Queued: WAITERS stays set until this writer takes the lock.
+                    q2.store(true, SeqCst);
+                    block_on(fut)
+                }
+            };
+            g.bump();
+        });
+        let l3 = Arc::clone(&l);
+        let t = thread::spawn(move || {
+            // Once the writer is seen queued, no try-lock may succeed before it has
+            // taken and released the lock: a success must see its write.
+            let was_queued = queued.load(SeqCst);
+            if let Ok(r) = l3.try_read() {
+                assert!(
+                    !was_queued || r.get() == 2,
+                    "try_read passed a queued writer"
+                );
+            }
+            let was_queued = queued.load(SeqCst);
+            match l3.try_write() {
+                Ok(g) => {
+                    assert!(
+                        !was_queued || g.get() == 2,
+                        "try_write passed a queued writer"
+                    );
+                    g.bump();
+                    true
+                }
+                Err(_) => false,
+            }
+        });
+        drop(g);
+        w.join().unwrap();
+        let wrote = t.join().unwrap();
+        assert_eq!(l.try_read().unwrap().get(), 2 + usize::from(wrote));
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn two_readers_race_a_woken_writer() {
+    loom::model(|| {
+        // As `reader_steals_from_woken_writer`, with `main` as a second reader arriving
+        // right after its release: one reader may steal, the other must not join it past
+        // the queued writer for good.
+        let l = lock(queueing());
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let w = thread::spawn(move || block_on(async { l2.write().await.bump() }));
+        let l3 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l3.read().await.get() }));
+        drop(g);
+        let mine = block_on(async { l.read().await.get() });
+        assert!(mine == 1 || mine == 2, "main saw {mine}");
+        w.join().unwrap();
+        let seen = r.join().unwrap();
+        assert!(seen == 1 || seen == 2, "reader saw {seen}");
+        assert_eq!(l.try_read().unwrap().get(), 2);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn handoff_granted_writer_dropped_before_polled() {
+    loom::model(|| {
+        // Timeout 0: the release grants the head writer the lock directly; its future is
+        // dropped without a second poll and must release the lock to the next writer.
+        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let g = l.try_write().unwrap();
+        let l2 = Arc::clone(&l);
+        let t = thread::spawn(move || {
+            let mut fut = pin!(l2.write());
+            if let Poll::Ready(g) = poll_once(fut.as_mut()) {
+                g.bump();
+            }
+        });
+        let l3 = Arc::clone(&l);
+        let w = thread::spawn(move || block_on(async { l3.write().await.bump() }));
+        drop(g);
+        t.join().unwrap();
+        w.join().unwrap();
+        let n = l.try_read().unwrap().get();
+        assert!(n == 1 || n == 2, "data {n}");
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn reader_wake_batch_of_one() {
+    loom::model(|| {
+        // One reader per wake-up: the second queued reader is granted by a later release
+        // (or steals), never left behind.
+        let l = lock(queueing().reader_wake_batch(1));
+        let g = l.try_write().unwrap();
+        g.bump();
+        let rs: Vec<_> = (0..2)
+            .map(|_| {
+                let l = Arc::clone(&l);
+                thread::spawn(move || block_on(async { l.read().await.get() }))
+            })
+            .collect();
+        drop(g);
+        for r in rs {
+            assert_eq!(r.join().unwrap(), 1);
+        }
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn spinning_reader_against_writers() {
+    loom::model(|| {
+        // A reader that spins on a write-locked lock (bounded by rounds under loom), with
+        // a writer queued beside it.
+        let l = lock(queueing().reader_spin(Duration::from_micros(1)));
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        let l3 = Arc::clone(&l);
+        let w = thread::spawn(move || block_on(async { l3.write().await.bump() }));
+        drop(g);
+        let seen = r.join().unwrap();
+        assert!(seen == 1 || seen == 2, "reader saw {seen}");
+        w.join().unwrap();
+        assert_eq!(l.try_read().unwrap().get(), 2);
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn downgrade_with_queued_writer_under_handoff() {
+    loom::model(|| {
+        // Timeout 0, a reader and a writer queued in either order behind the writer: the
+        // downgrade grants a reader at the head (clearing the handoff it asked for) and
+        // never the writer, which gets the lock when the last reader leaves.
+        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        let l3 = Arc::clone(&l);
+        let w = thread::spawn(move || block_on(async { l3.write().await.bump() }));
+        let g = g.downgrade();
+        assert_eq!(g.get(), 1);
+        drop(g);
+        let seen = r.join().unwrap();
+        assert!(seen == 1 || seen == 2, "reader saw {seen}");
+        w.join().unwrap();
+        assert_eq!(l.try_read().unwrap().get(), 2);
+        assert_idle(&l);
+    });
+}
+
+/// `Policy::handoff_timeout` documents `Duration::ZERO` as "strictly first come, first
+/// served once a queue has formed" (and the crate docs: "`ZERO` is strict order once a
+/// queue forms"). A writer queued behind a reader and polled again (a spurious poll:
+/// `select!`, `join!`, a task woken for another reason) in the window between a release's
+/// `fetch_sub` and its `mark_wake` takes the free lock in `try_write_lock`, which lets a
+/// non-head writer in whenever `HANDOFF` is clear; a queued reader head never sets
+/// `HANDOFF` for itself. Exclusion holds (the reader then waits for the writer, and
+/// `mark_wake` sets `HANDOFF` for it); the documented order does not.
+#[test]
+#[ignore = "known failure: under handoff_timeout(ZERO) a re-polled queued writer overtakes the reader at the head"]
+fn handoff_zero_queued_writer_overtakes_reader_head() {
+    loom::model(|| {
+        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let g = l.try_write().unwrap();
+        // Queue [reader, writer] from `main`, in that order.
+        let mut reader = Box::pin(Arc::clone(&l).read_owned());
+        assert!(
+            poll_once(reader.as_mut()).is_pending(),
+            "read beside a writer"
+        );
+        let mut writer = Box::pin(Arc::clone(&l).write_owned());
+        assert!(
+            poll_once(writer.as_mut()).is_pending(),
+            "write beside a writer"
+        );
+        let read = Arc::new(AtomicBool::new(false));
+        let read2 = Arc::clone(&read);
+        // The writer's thread polls it again at once (`block_on`), racing the release.
+        let w = thread::spawn(move || {
+            let _g = block_on(writer);
+            assert!(
+                read2.load(SeqCst),
+                "the writer was served before the reader queued ahead of it"
+            );
+        });
+        drop(g);
+        let r = block_on(reader);
+        read.store(true, SeqCst);
+        drop(r);
+        w.join().unwrap();
         assert_idle(&l);
     });
 }
