@@ -96,7 +96,7 @@
 //!
 //! | knob | raise it when | lower it when |
 //! |---|---|---|
-//! | `handoff_timeout` | throughput matters more than the worst wait | a class of tasks (readers, or writers) falls behind; `ZERO` is strict order once a queue forms |
+//! | `handoff_timeout` | throughput matters more than the worst wait | a class of tasks (readers, or writers) falls behind; `ZERO` hands the lock to the head at every release, and queued waiters never pass each other |
 //! | `writer_spin` | sections are short and never await, and queues are rare | workers are few and busy (it only ever spins with an empty queue) |
 //! | `writer_yields` | owners are often tasks on the same worker | writers should queue at once |
 //! | `reader_wake_batch` | many readers queue behind writers | a burst of granted readers delays a writer too long |

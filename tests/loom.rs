@@ -7,8 +7,9 @@
 //!
 //! Every model protects data in a loom `UnsafeCell`, so loom checks that the lock orders
 //! the accesses (a missing acquire/release shows up as a data race), and ends by checking
-//! that the count word is idle and the queue empty. Handoff timeouts in models are 0 or
-//! `Duration::MAX` only, so that each execution is deterministic.
+//! that the count word is idle and the queue empty. Handoff timeouts in models are 0, an
+//! hour (never expires inside a model) or `Duration::MAX` only, so that each execution is
+//! deterministic.
 #![cfg(loom)]
 
 use std::future::Future;
@@ -347,6 +348,28 @@ fn reader_steals_from_woken_writer() {
 }
 
 #[test]
+fn woken_writer_that_loses_to_a_reader_gets_the_handoff() {
+    loom::model(|| {
+        // The default rule: a woken head that finds the lock taken asks for the handoff at
+        // once. A timeout of an hour never expires within a model, so each execution is
+        // deterministic and only the lost race can set HANDOFF.
+        let l = lock(queueing().handoff_timeout(Duration::from_secs(3600)));
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let w = thread::spawn(move || block_on(async { l2.write().await.bump() }));
+        let l3 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l3.read().await.get() }));
+        drop(g);
+        w.join().unwrap();
+        let seen = r.join().unwrap();
+        assert!(seen == 1 || seen == 2, "reader saw {seen}");
+        assert_eq!(l.try_read().unwrap().get(), 2);
+        assert_idle(&l);
+    });
+}
+
+#[test]
 fn handoff_inherited_after_cancel_then_granted() {
     loom::model(|| {
         let l = lock(queueing().handoff_timeout(Duration::ZERO));
@@ -582,17 +605,13 @@ fn downgrade_with_queued_writer_under_handoff() {
     });
 }
 
-/// `Policy::handoff_timeout` documents `Duration::ZERO` as "strictly first come, first
-/// served once a queue has formed" (and the crate docs: "`ZERO` is strict order once a
-/// queue forms"). A writer queued behind a reader and polled again (a spurious poll:
-/// `select!`, `join!`, a task woken for another reason) in the window between a release's
-/// `fetch_sub` and its `mark_wake` takes the free lock in `try_write_lock`, which lets a
-/// non-head writer in whenever `HANDOFF` is clear; a queued reader head never sets
-/// `HANDOFF` for itself. Exclusion holds (the reader then waits for the writer, and
-/// `mark_wake` sets `HANDOFF` for it); the documented order does not.
+/// Under `handoff_timeout(Duration::ZERO)` queued waiters never pass each other: a writer
+/// queued behind a reader and polled again (a spurious poll: `select!`, `join!`, a task
+/// woken for another reason) in the window between a release's `fetch_sub` and its
+/// `mark_wake` must not take the free lock ahead of the reader at the head. (This model
+/// found that it did; `try_write_lock` now refuses non-head writers under ZERO.)
 #[test]
-#[ignore = "known failure: under handoff_timeout(ZERO) a re-polled queued writer overtakes the reader at the head"]
-fn handoff_zero_queued_writer_overtakes_reader_head() {
+fn handoff_zero_queued_writer_does_not_overtake_reader_head() {
     loom::model(|| {
         let l = lock(queueing().handoff_timeout(Duration::ZERO));
         let g = l.try_write().unwrap();

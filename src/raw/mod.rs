@@ -752,6 +752,11 @@ impl RawRwLock {
     /// `node` is linked in `list`, which is the locked wait list of `self`.
     unsafe fn try_write_lock(&self, list: &mut WaitList, node: NonNull<Waiter>) -> bool {
         let is_head = list.head() == Some(node);
+        if !is_head && self.policy.handoff_timeout.is_zero() {
+            // Handoff at every release: a queued waiter never passes the head, even when
+            // it is polled in the instant between a release and its grant.
+            return false;
+        }
         let mut due = None;
         let mut count = self.count.load(Relaxed);
         loop {

@@ -45,8 +45,10 @@ pub struct Policy {
     /// it waits for that the handoff bit lets nobody else in. A head that was woken and
     /// lost the race for the lock gets the handoff at once, whatever the timeout.
     /// `Duration::MAX` disables every handoff (and with it the bound on unfairness);
-    /// `Duration::ZERO` hands the lock to the head at every release: strictly first come,
-    /// first served once a queue has formed.
+    /// `Duration::ZERO` hands the lock to the head at every release, and no queued waiter
+    /// passes another: first come, first served once a queue has formed, except that a
+    /// task arriving in the instant between a release and its grant may take the free
+    /// lock once (after which the head gets the handoff).
     pub handoff_timeout: Duration,
     /// How many queued readers one wake-up grants at once, in `1..=256`
     /// ([`MAX_READER_WAKE_BATCH`]); values outside are clamped when the lock is built.
