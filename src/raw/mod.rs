@@ -57,7 +57,7 @@ use self::count::*;
 use self::list::{Kind, WaitList, Waiter, WakeList, GRANTED, IDLE, WAITING};
 use self::policy::Policy;
 use self::stats::{lockevent, Counters};
-use crate::loom::{lock, spin_loop, AtomicBool, AtomicUsize, Mutex};
+use crate::loom::{lock, spin_loop, AtomicBool, AtomicU8, AtomicUsize, Mutex};
 
 /// Why [`RawRwLock::mark_wake`] is called (the kernel's `enum rwsem_wake_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +78,9 @@ pub(crate) struct RawRwLock {
     wait_list: Mutex<WaitList>,
     /// A writer is spinning (the kernel's OSQ, reduced to one slot).
     spinner: AtomicBool,
+    /// How many more writers skip the spin because the last one ran out of budget (the
+    /// owner was most likely suspended, not running: the kernel's "nonspinnable").
+    spin_skip: AtomicU8,
     /// The most readers that may hold the lock at once (`with_max_readers`); more wait.
     max_readers: usize,
     /// `max_readers` in count-word units: a fast-path reader gets in only below it.
@@ -99,6 +102,7 @@ impl RawRwLock {
             count: AtomicUsize::new(0),
             wait_list: Mutex::new(WaitList::new()),
             spinner: AtomicBool::new(false),
+            spin_skip: AtomicU8::new(0),
             max_readers,
             read_limit: max_readers << READER_SHIFT,
             policy: policy.normalized(),
@@ -114,6 +118,7 @@ impl RawRwLock {
             count: AtomicUsize::new(0),
             wait_list: Mutex::new(WaitList::new()),
             spinner: AtomicBool::new(false),
+            spin_skip: AtomicU8::new(0),
             max_readers,
             read_limit: max_readers << READER_SHIFT,
             policy: policy.normalized(),
@@ -659,6 +664,14 @@ impl RawRwLock {
         if base.is_zero() || self.count.load(Relaxed) & WAITERS != 0 {
             return false;
         }
+        if self.spin_skip.load(Relaxed) != 0 {
+            // A recent spin ran out of budget: skip this one (and count down).
+            let _ = self
+                .spin_skip
+                .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+            lockevent!(self, opt_nospin);
+            return false;
+        }
         if self.spinner.swap(true, Acq) {
             lockevent!(self, opt_nospin);
             return false;
@@ -695,6 +708,10 @@ impl RawRwLock {
             };
             rounds += 1;
             if spin_over(start, budget, rounds) {
+                // The owner kept the lock for the whole budget: most likely it is a task
+                // suspended inside its section, which no spinning will hurry. Let the
+                // next few writers go straight on to yield and queue.
+                self.spin_skip.store(SPIN_SKIP_AFTER_FAIL, Relaxed);
                 break;
             }
             backoff(&mut step);
@@ -1207,6 +1224,10 @@ impl GrantPick {
         }
     }
 }
+
+/// How many writers skip the spin after one ran out of budget (adaptive spinning: a lock
+/// whose owners suspend inside their sections stops paying for spins that cannot win).
+const SPIN_SKIP_AFTER_FAIL: u8 = 8;
 
 /// Has a spin that started at `start` used up `budget`? Under loom, whose models must be
 /// deterministic, a spin is bounded by rounds instead of time.
