@@ -81,11 +81,29 @@ impl Policy {
     /// 4 ms let readers fall to 31-33% and the 240 writers to 0.64-0.77 min/mean. The spin
     /// budget made no measurable difference there (spinning happens only with an empty
     /// queue); 10 us is the kernel's figure.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::Policy;
+    ///
+    /// let p = Policy::new();
+    /// assert_eq!(p.handoff_timeout, Duration::from_millis(1));
+    /// assert_eq!(p, Policy::default());
+    /// ```
     pub const fn new() -> Self {
         Self::DEFAULT
     }
 
     /// Sets [`writer_spin`](Policy#structfield.writer_spin).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{Policy, RwLock};
+    ///
+    /// // Sections that always await: spinning cannot win, so do not.
+    /// let lock = RwLock::with_policy((), Policy::new().writer_spin(Duration::ZERO));
+    /// assert!(lock.policy().writer_spin.is_zero());
+    /// ```
     #[must_use]
     pub const fn writer_spin(mut self, budget: Duration) -> Self {
         self.writer_spin = budget;
@@ -93,6 +111,13 @@ impl Policy {
     }
 
     /// Sets [`writer_yields`](Policy#structfield.writer_yields).
+    ///
+    /// ```
+    /// use async_rwsem::Policy;
+    ///
+    /// // Queue at once instead of giving the executor a turn first.
+    /// assert_eq!(Policy::new().writer_yields(0).writer_yields, 0);
+    /// ```
     #[must_use]
     pub const fn writer_yields(mut self, yields: u32) -> Self {
         self.writer_yields = yields;
@@ -100,6 +125,15 @@ impl Policy {
     }
 
     /// Sets [`handoff_timeout`](Policy#structfield.handoff_timeout).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::Policy;
+    ///
+    /// let fair = Policy::new().handoff_timeout(Duration::ZERO); // the head at every release
+    /// let greedy = Policy::new().handoff_timeout(Duration::from_millis(16));
+    /// assert!(fair.handoff_timeout < greedy.handoff_timeout);
+    /// ```
     #[must_use]
     pub const fn handoff_timeout(mut self, timeout: Duration) -> Self {
         self.handoff_timeout = timeout;
@@ -108,6 +142,14 @@ impl Policy {
 
     /// Sets [`reader_wake_batch`](Policy#structfield.reader_wake_batch), clamped to
     /// `1..=256`.
+    ///
+    /// ```
+    /// use async_rwsem::Policy;
+    ///
+    /// assert_eq!(Policy::new().reader_wake_batch(32).reader_wake_batch, 32);
+    /// assert_eq!(Policy::new().reader_wake_batch(0).reader_wake_batch, 1);
+    /// assert_eq!(Policy::new().reader_wake_batch(1000).reader_wake_batch, 256);
+    /// ```
     #[must_use]
     pub const fn reader_wake_batch(mut self, batch: usize) -> Self {
         self.reader_wake_batch = batch;
@@ -115,6 +157,15 @@ impl Policy {
     }
 
     /// Sets [`reader_spin`](Policy#structfield.reader_spin).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::Policy;
+    ///
+    /// // Short mixed sections: let readers wait a little for a writer to leave.
+    /// let p = Policy::new().reader_spin(Duration::from_micros(5));
+    /// assert_eq!(p.reader_spin, Duration::from_micros(5));
+    /// ```
     #[must_use]
     pub const fn reader_spin(mut self, budget: Duration) -> Self {
         self.reader_spin = budget;
