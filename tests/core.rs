@@ -644,22 +644,3 @@ fn reader_overflow_is_a_clear_panic_not_a_wrap() {
     drop(last);
     assert_eq!(l.__count_word(), top);
 }
-
-#[test]
-fn writer_queues_without_yielding_when_waiters_are_queued() {
-    // With waiters queued a writer could not take the lock after a yield (writers never
-    // steal from a queue), so it queues at once.
-    let l = lock(Policy::new().writer_spin(Duration::ZERO).writer_yields(3));
-    let g = l.try_write().unwrap();
-    let mut r = spawn(l.read());
-    assert_pending!(r.poll());
-    let mut w = spawn(l.write());
-    assert_pending!(w.poll());
-    assert!(!w.is_woken(), "the writer yielded");
-    assert_eq!(l.__queue_len(), 2);
-    drop(g);
-    drop(assert_ready!(r.poll()));
-    assert!(w.is_woken());
-    drop(assert_ready!(w.poll()));
-    assert_eq!(l.__count_word(), 0);
-}

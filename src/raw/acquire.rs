@@ -215,13 +215,7 @@ impl Acquire<'_> {
                     if lock.write_spin() {
                         return done(&mut this.phase);
                     }
-                    // A yield only helps if the lock can be taken after it: with waiters
-                    // queued it cannot (writers never steal from a queue), so queue now.
-                    let yields = if lock.has_waiters() {
-                        0
-                    } else {
-                        lock.policy().writer_yields
-                    };
+                    let yields = lock.policy().writer_yields;
                     if yields > 0 {
                         this.phase = Phase::Yielding(yields - 1);
                         cx.waker().wake_by_ref();
@@ -240,7 +234,7 @@ impl Acquire<'_> {
                     lockevent!(lock, wlock_yield);
                     return done(&mut this.phase);
                 }
-                if left > 0 && !lock.has_waiters() {
+                if left > 0 {
                     this.phase = Phase::Yielding(left - 1);
                     cx.waker().wake_by_ref();
                     return Poll::Pending;

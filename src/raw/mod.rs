@@ -631,12 +631,6 @@ impl RawRwLock {
     // ------------------------------------------------------------------------------------
     // Writers.
 
-    /// Is anybody queued? (A hint: the answer can change at once.)
-    #[inline]
-    pub(crate) fn has_waiters(&self) -> bool {
-        self.count.load(Relaxed) & WAITERS != 0
-    }
-
     /// The write fast path: one CAS from idle.
     #[inline]
     pub(crate) fn write_fast(&self) -> bool {
