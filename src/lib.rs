@@ -60,9 +60,11 @@
 //! lets arrivals race the woken waiter hands the arrivals almost every race. Two rules
 //! keep the kernel's algorithm fair inside an executor, both chosen by measurement (the
 //! `compare` example): a writer spins only while nobody is queued, one writer at a time
-//! (the kernel spins only while the owner is on a CPU, and queues its spinners), and never
-//! steals from a non-empty queue; and a woken waiter that finds the lock taken asks for
-//! the handoff at once. Readers still steal, at most once per wake-up of the head.
+//! (the kernel spins only while the owner is on a CPU, and queues its spinners), and
+//! neither spins nor retries against a non-empty queue (it queues, and takes the lock
+//! then only if it is free at that instant); and a woken waiter that finds the lock
+//! taken asks for the handoff at once. Readers still steal, at most once per wake-up of
+//! the head.
 //!
 //! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
 //! records when it queued; once the head of the queue has waited longer than the policy's

@@ -154,7 +154,7 @@ fn try_write_fails_while_a_writer_is_queued() {
     drop(w1);
     assert!(w2.is_woken());
     // The lock is free but a writer is queued: like the kernel's down_write_trylock (one
-    // CAS from idle), try_write does not jump the queue. Writers never steal from waiters.
+    // CAS from idle), try_write does not jump the queue.
     assert_eq!(l.__count_word(), WAITERS);
     assert!(l.try_write().is_err());
     drop(assert_ready!(w2.poll()));

@@ -16,7 +16,9 @@
 //!   lock by a waker, which adds their bias before it wakes them.
 //! - **Writers** CAS `0 -> WRITER_LOCKED`; else, while nobody is queued, one of them at a
 //!   time spins on the count word for a bounded time; then they yield to the executor a
-//!   bounded number of times, then queue. A writer never steals from a non-empty queue. A
+//!   bounded number of times, then queue. A writer neither spins nor retries against a
+//!   non-empty queue; one that has just queued takes the lock only if it is free at that
+//!   instant and no handoff is pending (the kernel's `rwsem_try_write_lock`). A
 //!   woken writer takes the lock itself under the wait lock (a reader may steal it first).
 //! - **Handoff**: when the head waiter has waited longer than the policy's handoff timeout,
 //!   or was woken and lost the race, `HANDOFF` is set and the next release grants the head
