@@ -133,7 +133,8 @@ impl<T> RwLock<T> {
     ///
     /// # Panics
     ///
-    /// If `max_readers` is 0 (no reader could ever get in).
+    /// If `max_readers` is 0 (no reader could ever get in), or more than the count word
+    /// can count (only possible on 32-bit targets, where the limit is 2^23 - 1).
     ///
     /// ```
     /// use async_rwsem::RwLock;
