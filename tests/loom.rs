@@ -12,68 +12,21 @@
 //! deterministic.
 #![cfg(loom)]
 
-use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
-use async_rwsem::{Policy, RwLock};
-use loom::cell::UnsafeCell;
+use async_rwsem::Policy;
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::thread;
 
-/// Data guarded by the lock, tracked by loom.
-struct Data(UnsafeCell<usize>);
-// SAFETY: accesses are ordered by the RwLock around it (which the models check).
-unsafe impl Sync for Data {}
+#[path = "support/loom.rs"]
+#[allow(dead_code)] // each model file uses its own subset
+mod support;
 
-impl Data {
-    fn new() -> Self {
-        Data(UnsafeCell::new(0))
-    }
-    fn get(&self) -> usize {
-        self.0.with(|p| unsafe { *p })
-    }
-    fn bump(&self) {
-        self.0.with_mut(|p| unsafe { *p += 1 })
-    }
-}
-
-type Lock = RwLock<Data>;
-
-fn lock(policy: Policy) -> Arc<Lock> {
-    Arc::new(RwLock::with_policy(Data::new(), policy))
-}
-
-/// Writers queue at once (no spin, no yield): the smallest state space.
-fn queueing() -> Policy {
-    Policy::new()
-        .writer_spin(Duration::ZERO)
-        .writer_yields(0)
-        .handoff_timeout(Duration::MAX)
-}
-
-fn assert_idle(l: &Lock) {
-    assert_eq!(l.__count_word(), 0, "count word not idle");
-    assert_eq!(l.__queue_len(), 0, "waiters left queued");
-}
-
-/// A waker that records that it was called.
-struct Flag(AtomicBool);
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, SeqCst);
-    }
-}
-
-/// Polls `fut` once with a flag waker.
-fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    let flag = Arc::new(Flag(AtomicBool::new(false)));
-    let waker = Waker::from(flag);
-    fut.poll(&mut Context::from_waker(&waker))
-}
+use support::*;
 
 #[test]
 fn two_writers() {

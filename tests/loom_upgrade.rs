@@ -2,56 +2,29 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_upgrade`.
 #![cfg(loom)]
 
-use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use async_rwsem::{Policy, RwLock, RwLockUpgradableReadGuard};
-use loom::cell::UnsafeCell;
 use loom::future::block_on;
-use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
 
-struct Data(UnsafeCell<usize>);
-// SAFETY: accesses are ordered by the RwLock around it (which the models check).
-unsafe impl Sync for Data {}
+#[path = "support/loom.rs"]
+#[allow(dead_code)] // each model file uses its own subset
+mod support;
 
-impl Data {
-    fn get(&self) -> usize {
-        self.0.with(|p| unsafe { *p })
-    }
-    fn bump(&self) {
-        self.0.with_mut(|p| unsafe { *p += 1 })
-    }
-}
+use support::{assert_idle, poll_once, Data, Lock};
 
-fn lock() -> Arc<RwLock<Data>> {
+fn lock() -> Arc<Lock> {
     Arc::new(RwLock::with_policy(
-        Data(UnsafeCell::new(0)),
+        Data::new(),
         Policy::new()
             .writer_spin(Duration::ZERO)
             .writer_yields(0)
             .handoff_timeout(Duration::MAX),
     ))
-}
-
-fn assert_idle(l: &RwLock<Data>) {
-    assert_eq!(l.__count_word(), 0, "count word not idle");
-    assert_eq!(l.__queue_len(), 0, "waiters left queued");
-}
-
-struct Flag(AtomicBool);
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, SeqCst);
-    }
-}
-
-fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
-    fut.poll(&mut Context::from_waker(&waker))
 }
 
 #[test]

@@ -147,6 +147,27 @@ impl WaitList {
         self.len
     }
 
+    /// Queues `node` for the task of `waker`: records the waker and the time (for the
+    /// handoff timeout), then links it at the tail, or at the head for an upgrade.
+    ///
+    /// # Safety
+    ///
+    /// As for [`push_back`](Self::push_back).
+    pub(crate) unsafe fn enqueue(&mut self, node: NonNull<Waiter>, waker: &Waker, at_head: bool) {
+        // SAFETY: the node is alive, idle and ours under the wait lock (caller's contract).
+        unsafe {
+            node.as_ref().with_inner(|inner| {
+                inner.waker = Some(waker.clone());
+                inner.queued_at = Some(Instant::now());
+            });
+            if at_head {
+                self.push_front(node);
+            } else {
+                self.push_back(node);
+            }
+        }
+    }
+
     /// Links `node` at the tail and marks it [`WAITING`].
     ///
     /// # Safety

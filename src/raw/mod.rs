@@ -359,13 +359,7 @@ impl RawRwLock {
         let mut list = lock(&self.wait_list);
         let first = list.is_empty();
         // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
-        unsafe {
-            node.as_ref().with_inner(|inner| {
-                inner.waker = Some(waker.clone());
-                inner.queued_at = Some(Instant::now());
-            });
-            list.push_back(node);
-        }
+        unsafe { list.enqueue(node, waker, false) };
         lockevent!(self, sleep_reader);
         if first {
             self.count.fetch_or(WAITERS, Relaxed);
@@ -398,13 +392,7 @@ impl RawRwLock {
             return true;
         }
         // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
-        unsafe {
-            node.as_ref().with_inner(|inner| {
-                inner.waker = Some(waker.clone());
-                inner.queued_at = Some(Instant::now());
-            });
-            list.push_front(node);
-        }
+        unsafe { list.enqueue(node, waker, true) };
         lockevent!(self, sleep_writer);
         self.count.fetch_or(WAITERS | HANDOFF, Relaxed);
         // The other readers may have left before the bits were set (their unlock saw no
@@ -559,13 +547,7 @@ impl RawRwLock {
             adjustment = adjustment.wrapping_add(WAITERS);
         }
         // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
-        unsafe {
-            node.as_ref().with_inner(|inner| {
-                inner.waker = Some(waker.clone());
-                inner.queued_at = Some(Instant::now());
-            });
-            list.push_back(node);
-        }
+        unsafe { list.enqueue(node, waker, false) };
         lockevent!(self, sleep_reader);
         // We now wait for the lock instead of trying to take it.
         let count = self
@@ -740,13 +722,7 @@ impl RawRwLock {
         let mut list = lock(&self.wait_list);
         let first = list.is_empty();
         // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
-        unsafe {
-            node.as_ref().with_inner(|inner| {
-                inner.waker = Some(waker.clone());
-                inner.queued_at = Some(Instant::now());
-            });
-            list.push_back(node);
-        }
+        unsafe { list.enqueue(node, waker, false) };
         lockevent!(self, sleep_writer);
         if first {
             self.count.fetch_or(WAITERS, Relaxed);
