@@ -16,6 +16,9 @@ pub(crate) mod owned;
 pub(crate) mod timeout;
 pub(crate) mod upgradable;
 
+#[cfg(all(test, not(loom)))]
+mod tests;
+
 pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 #[cfg(feature = "tokio")]
@@ -187,21 +190,20 @@ impl<T> RwLock<T> {
         }
     }
 
-    /// Creates an unlocked lock holding `value` (loom build: not `const`).
+    /// The constructors of the loom build, for the crate's loom models only: loom's
+    /// atomics cannot be built in a `const fn`.
     #[cfg(loom)]
-    pub fn new(value: T) -> Self {
-        Self::with_policy(value, Policy::DEFAULT)
-    }
-
-    /// Creates an unlocked lock holding `value`, run by `policy` (loom build).
-    #[cfg(loom)]
-    pub fn with_policy(value: T, policy: Policy) -> Self {
+    pub(crate) fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
 
-    /// Creates an unlocked lock with at most `max_readers` readers at once (loom build).
+    /// See [`with_policy`](Self::with_policy) (loom build).
     #[cfg(loom)]
-    pub fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
+    pub(crate) fn with_policy_and_max_readers(
+        value: T,
+        policy: Policy,
+        max_readers: usize,
+    ) -> Self {
         Self {
             raw: RawRwLock::new(policy, max_readers),
             data: UnsafeCell::new(value),
@@ -351,27 +353,6 @@ impl<T: ?Sized> RwLock<T> {
         self.raw.stats.snapshot()
     }
 
-    /// The raw count word. Diagnostics for this crate's own tests; not a stable API.
-    #[doc(hidden)]
-    pub fn __count_word(&self) -> usize {
-        self.raw.count_word()
-    }
-
-    /// Sets the count word. For this crate's own tests only (to put the reader count next
-    /// to its overflow guard); not a stable API. `&mut self` means nobody holds or waits
-    /// for the lock, so this cannot break memory safety, only the lock's usefulness.
-    #[doc(hidden)]
-    pub fn __set_count_word_for_tests(&mut self, count: usize) {
-        self.raw.set_count_for_tests(count)
-    }
-
-    /// The number of queued waiters. Diagnostics for this crate's own tests; not a stable
-    /// API.
-    #[doc(hidden)]
-    pub fn __queue_len(&self) -> usize {
-        self.raw.queue_len()
-    }
-
     /// # Safety
     ///
     /// The caller owns a read lock of `self` and hands it to the guard.
@@ -408,12 +389,14 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     }
 }
 
+#[cfg(not(loom))]
 impl<T: Default> Default for RwLock<T> {
     fn default() -> Self {
         Self::new(T::default())
     }
 }
 
+#[cfg(not(loom))]
 impl<T> From<T> for RwLock<T> {
     fn from(value: T) -> Self {
         Self::new(value)
@@ -421,6 +404,7 @@ impl<T> From<T> for RwLock<T> {
 }
 
 /// Compile-time proof of the auto traits, matching `tokio::sync::RwLock`'s.
+#[cfg(not(loom))]
 #[allow(dead_code)]
 fn assert_auto_traits() {
     use std::sync::Arc;

@@ -10,6 +10,9 @@ use async_rwsem::{Policy, RwLock};
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 
+mod support;
+use support::assert_idle;
+
 struct Counting;
 
 thread_local! {
@@ -96,6 +99,5 @@ fn waiting_granting_and_cancelling_do_not_allocate() {
         drop(w3); // woken (or granted) writer cancelled: passes the lock on
     });
     assert_eq!(n, 0, "handoff and cancellation allocated");
-    assert_eq!(lock.__count_word(), 0);
-    assert_eq!(lock.__queue_len(), 0);
+    assert_idle(&lock);
 }

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 
 use async_rwsem::{Policy, RwLock};
 
+mod support;
+use support::assert_idle;
+
 const HANDOFF: Duration = Duration::from_millis(1);
 /// 1000 handoff timeouts.
 const BOUND: Duration = Duration::from_secs(1);
@@ -89,7 +92,7 @@ fn wait_against_stream(
         for t in tasks {
             t.await.unwrap();
         }
-        assert_eq!(lock.__count_word(), 0);
+        assert_idle(&lock);
         waited
     })
 }

@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use async_rwsem::{Policy, RwLock};
 
+mod support;
+use support::assert_idle;
+
 /// Far above any healthy run (a few seconds at most); only a hang reaches it.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -147,8 +150,7 @@ fn run_tokio(policy: Policy, tasks: usize, iters: usize, workers: usize) {
     });
     let value = *shared.lock.try_read().unwrap();
     assert_eq!(value, (writes, writes), "lost or doubled writes");
-    assert_eq!(shared.lock.__count_word(), 0, "count word not idle");
-    assert_eq!(shared.lock.__queue_len(), 0, "waiters left queued");
+    assert_idle(&shared.lock);
 }
 
 fn policy() -> Policy {
@@ -233,8 +235,7 @@ fn plain_threads_with_futures_executor() {
         .map(|t| (0..2_000u64).filter(|i| (i + t) % 3 == 0).count() as u64)
         .sum();
     assert_eq!(*lock.try_read().unwrap(), expected);
-    assert_eq!(lock.__count_word(), 0);
-    assert_eq!(lock.__queue_len(), 0);
+    assert_idle(&lock);
 }
 
 #[test]
@@ -262,4 +263,56 @@ fn readers_share_the_lock() {
             .await
             .expect("readers did not share the lock");
     });
+}
+
+/// `max_readers = 1`: one thread takes and drops the slot with `try_read` while another
+/// keeps queueing for it with `blocking_read`. A release that lands while the queued
+/// reader's grant check holds its transient bias must still wake it (it did not, once:
+/// about one lost wake-up in 50,000 rounds). A reader asleep beside a free lock stops the
+/// rounds; the watchdog turns that into a failure instead of a hang.
+#[test]
+fn max_readers_slot_freed_while_a_reader_queues() {
+    const ROUNDS: usize = 200_000;
+    let lock = Arc::new(RwLock::with_max_readers(0u32, 1));
+    let progress = Arc::new(AtomicUsize::new(0));
+    let taker = {
+        let lock = Arc::clone(&lock);
+        let progress = Arc::clone(&progress);
+        std::thread::spawn(move || {
+            while progress.load(SeqCst) < ROUNDS {
+                drop(lock.try_read());
+            }
+        })
+    };
+    let queuer = {
+        let lock = Arc::clone(&lock);
+        let progress = Arc::clone(&progress);
+        std::thread::spawn(move || {
+            for _ in 0..ROUNDS {
+                drop(lock.blocking_read());
+                progress.fetch_add(1, SeqCst);
+            }
+        })
+    };
+    let mut last = 0;
+    let mut still = 0;
+    while progress.load(SeqCst) < ROUNDS {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = progress.load(SeqCst);
+        if now == last {
+            still += 1;
+            // Generous: 20 s without a single round on a busy machine is a lost wake-up,
+            // not slowness.
+            assert!(
+                still < 200,
+                "reader asleep beside a free lock after {now} rounds"
+            );
+        } else {
+            still = 0;
+            last = now;
+        }
+    }
+    queuer.join().unwrap();
+    taker.join().unwrap();
+    assert_idle(&lock);
 }

@@ -3,7 +3,12 @@
 #![cfg(all(feature = "tracing", not(loom)))]
 
 use std::fmt;
+use std::future::Future;
+use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Context;
 use std::time::Duration;
 
 use async_rwsem::{Policy, RwLock};
@@ -13,9 +18,13 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
-/// Collects `message acquired=...` of every event.
+mod support;
+use support::assert_idle;
+
+/// Collects `message kind=... acquired=...` of every event; panics on the event that
+/// `panic_on` names (after recording it), once.
 #[derive(Clone, Default)]
-struct Collect(Arc<Mutex<Vec<String>>>);
+struct Collect(Arc<Mutex<Vec<String>>>, Arc<Mutex<Option<&'static str>>>);
 
 struct Fields(String);
 impl Visit for Fields {
@@ -44,7 +53,18 @@ impl Subscriber for Collect {
         assert_eq!(event.metadata().target(), "async_rwsem::contention");
         let mut fields = Fields(String::new());
         event.record(&mut fields);
+        let panic = {
+            let mut panic_on = self.1.lock().unwrap();
+            let hit = *panic_on == Some(fields.0.as_str());
+            if hit {
+                *panic_on = None;
+            }
+            hit
+        };
         self.0.lock().unwrap().push(fields.0);
+        if panic {
+            panic!("the subscriber panics");
+        }
     }
     fn enter(&self, _: &Id) {}
     fn exit(&self, _: &Id) {}
@@ -87,4 +107,88 @@ fn contention_begin_and_end_around_a_wait() {
             "contention_end kind=Writer acquired=false",
         ]
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// A subscriber that panics: the lock must be left consistent, whatever event it is.
+
+fn queue_at_once() -> Policy {
+    Policy::new()
+        .writer_spin(Duration::ZERO)
+        .writer_yields(0)
+        .handoff_timeout(Duration::MAX)
+}
+
+/// Runs `f` under a subscriber that panics on the event `panic_on`.
+fn with_panicking_subscriber(panic_on: &'static str, f: impl FnOnce()) {
+    let collect = Collect::default();
+    *collect.1.lock().unwrap() = Some(panic_on);
+    let fired = Arc::clone(&collect.1);
+    tracing::subscriber::with_default(collect, f);
+    assert!(
+        fired.lock().unwrap().is_none(),
+        "the event {panic_on:?} never came"
+    );
+}
+
+#[track_caller]
+fn panics(f: impl FnOnce()) {
+    assert!(
+        catch_unwind(AssertUnwindSafe(f)).is_err(),
+        "expected a panic"
+    );
+}
+
+#[test]
+fn a_subscriber_panicking_in_a_cancelled_acquire_leaves_no_node_linked() {
+    with_panicking_subscriber("contention_end kind=Reader acquired=false", || {
+        let l = RwLock::with_policy(0, queue_at_once());
+        let w = l.try_write().unwrap();
+        // The future's memory outlives its drop, so that a node left linked in it is seen
+        // by the lock (it would be granted) instead of being a use after free.
+        let fut = Box::into_raw(Box::new(l.read()));
+        // SAFETY: the future is never moved out of its box.
+        let pinned = unsafe { Pin::new_unchecked(&mut *fut) };
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        assert!(pinned.poll(&mut cx).is_pending());
+        // SAFETY: dropped once, in place; the memory is freed below without a drop.
+        panics(|| unsafe { std::ptr::drop_in_place(fut) });
+        drop(w);
+        assert_idle(&l);
+        // SAFETY: the box's value was dropped above; free the memory only.
+        drop(unsafe { Box::from_raw(fut.cast::<MaybeUninit<u8>>()) });
+    });
+}
+
+#[test]
+fn a_subscriber_panicking_after_an_acquire_releases_the_lock() {
+    with_panicking_subscriber("contention_end kind=Writer acquired=true", || {
+        let l = RwLock::with_policy(0, queue_at_once());
+        let r = l.try_read().unwrap();
+        let mut w = spawn(l.write());
+        assert_pending!(w.poll());
+        drop(r);
+        assert!(w.is_woken());
+        panics(|| {
+            let _ = w.poll();
+        });
+        drop(w);
+        // The lock was got, and the guard never made: it must have been released.
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn a_subscriber_panicking_when_an_acquire_starts_to_wait() {
+    with_panicking_subscriber("contention_begin kind=Reader", || {
+        let l = RwLock::with_policy(0, queue_at_once());
+        let w = l.try_write().unwrap();
+        let mut r = spawn(l.read());
+        panics(|| {
+            let _ = r.poll();
+        });
+        drop(r);
+        drop(w);
+        assert_idle(&l);
+    });
 }

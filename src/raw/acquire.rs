@@ -153,6 +153,9 @@ impl Acquire<'_> {
                 );
             }
             (Poll::Ready(()), Some(since)) => {
+                // We own the lock, and the caller makes its guard only once we return: if
+                // the subscriber panics, release the lock on the way out.
+                let release = ReleaseOnUnwind(self.lock, self.node.kind);
                 tracing::trace!(
                     target: "async_rwsem::contention",
                     lock = ?std::ptr::from_ref(self.lock),
@@ -161,6 +164,7 @@ impl Acquire<'_> {
                     acquired = true,
                     "contention_end"
                 );
+                std::mem::forget(release);
             }
             _ => {}
         }
@@ -179,30 +183,43 @@ impl Acquire<'_> {
         let kind = this.node.kind;
         let node = NonNull::from(&this.node);
         match this.phase {
+            // Every path to the queue clones the waker first, before the phase or the count
+            // changes: the clone is foreign code, and a panic in it must leave the future
+            // in a phase whose drop undoes exactly what is held.
             Phase::Init => match kind {
                 Kind::Upgradable => {
+                    let waker = cx.waker().clone();
                     this.phase = Phase::Queued;
                     // SAFETY: as for the reader below.
-                    unsafe { lock.upgradable_queue(node, cx.waker()) };
+                    unsafe { lock.upgradable_queue(node, waker) };
                     if this.node.state.load(Ordering::Acquire) == GRANTED {
                         return done(&mut this.phase);
                     }
                     return Poll::Pending;
                 }
                 Kind::Upgrader => {
+                    // In phase `Init` a panic here leaves the upgradable read lock to our
+                    // drop, which releases it.
+                    let waker = cx.waker().clone();
                     this.phase = Phase::Queued;
                     // SAFETY: as for the reader below; the future owns the upgradable
                     // read lock (phase `Init` until now).
-                    if unsafe { lock.upgrade_queue(node, cx.waker()) } {
+                    if unsafe { lock.upgrade_queue(node, waker) } {
                         return done(&mut this.phase);
                     }
                     return Poll::Pending;
                 }
                 Kind::Reader => {
+                    if lock.read_slowpath(count) {
+                        return done(&mut this.phase);
+                    }
+                    // Our bias is in the count: a panicking clone takes it back.
+                    let waker = lock.clone_waker_biased(cx.waker());
                     this.phase = Phase::Queued;
-                    // SAFETY: the node is pinned in this future, idle, and unlinked by our
-                    // drop while queued (phase `Queued` is set before it can be linked).
-                    if unsafe { lock.read_slowpath(count, node, cx.waker()) } {
+                    // SAFETY: our bias is in the count; the node is pinned in this future,
+                    // idle, and unlinked by our drop while queued (phase `Queued` is set
+                    // before it can be linked).
+                    if unsafe { lock.read_queue(node, waker) } {
                         return done(&mut this.phase);
                     }
                     // Queued with our waker registered; our own queueing may have granted us.
@@ -221,9 +238,10 @@ impl Acquire<'_> {
                         cx.waker().wake_by_ref();
                         return Poll::Pending;
                     }
+                    let waker = cx.waker().clone();
                     this.phase = Phase::Queued;
                     // SAFETY: as for the reader.
-                    if unsafe { lock.write_queue(node, cx.waker()) } {
+                    if unsafe { lock.write_queue(node, waker) } {
                         return done(&mut this.phase);
                     }
                     return Poll::Pending;
@@ -239,9 +257,10 @@ impl Acquire<'_> {
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
+                let waker = cx.waker().clone();
                 this.phase = Phase::Queued;
                 // SAFETY: as for the reader.
-                if unsafe { lock.write_queue(node, cx.waker()) } {
+                if unsafe { lock.write_queue(node, waker) } {
                     return done(&mut this.phase);
                 }
                 return Poll::Pending;
@@ -272,6 +291,13 @@ impl Acquire<'_> {
     #[cold]
     #[inline(never)]
     fn cancel(&mut self) {
+        let node = NonNull::from(&self.node);
+        // SAFETY: the node is ours and was queued on this lock; a future in phase `Queued`
+        // has been polled, hence pinned, so the node has not moved since it was linked;
+        // it is not touched again after this call.
+        unsafe { self.lock.cancel(node) };
+        // Only now, with the node unlinked: a panicking subscriber must not unwind out of
+        // this drop while the node is still in the list.
         #[cfg(feature = "tracing")]
         if let Some(since) = self.waiting_since {
             tracing::trace!(
@@ -283,11 +309,6 @@ impl Acquire<'_> {
                 "contention_end"
             );
         }
-        let node = NonNull::from(&self.node);
-        // SAFETY: the node is ours and was queued on this lock; a future in phase `Queued`
-        // has been polled, hence pinned, so the node has not moved since it was linked;
-        // it is not touched again after this call.
-        unsafe { self.lock.cancel(node) };
     }
 }
 
@@ -295,4 +316,18 @@ impl Acquire<'_> {
 fn done(phase: &mut Phase) -> Poll<()> {
     *phase = Phase::Done;
     Poll::Ready(())
+}
+
+/// Releases a lock of `kind` if dropped: armed while foreign code runs between the moment
+/// an acquire owns the lock and the moment its guard exists.
+#[cfg(feature = "tracing")]
+struct ReleaseOnUnwind<'a>(&'a RawRwLock, Kind);
+
+#[cfg(feature = "tracing")]
+impl Drop for ReleaseOnUnwind<'_> {
+    fn drop(&mut self) {
+        // SAFETY: armed only while the acquire owns a lock of this kind (a granted upgrade
+        // owns the write lock), and disarmed (forgotten) when the guard takes it over.
+        unsafe { self.0.unlock(self.1) }
+    }
 }

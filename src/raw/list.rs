@@ -20,6 +20,7 @@
 
 use std::marker::PhantomPinned;
 use std::mem::MaybeUninit;
+use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::task::Waker;
 use std::time::Instant;
@@ -150,14 +151,17 @@ impl WaitList {
     /// Queues `node` for the task of `waker`: records the waker and the time (for the
     /// handoff timeout), then links it at the tail, or at the head for an upgrade.
     ///
+    /// The waker comes in already cloned: cloning runs foreign code, which may panic, and
+    /// must run before the caller changes any state (never under the wait lock).
+    ///
     /// # Safety
     ///
     /// As for [`push_back`](Self::push_back).
-    pub(crate) unsafe fn enqueue(&mut self, node: NonNull<Waiter>, waker: &Waker, at_head: bool) {
+    pub(crate) unsafe fn enqueue(&mut self, node: NonNull<Waiter>, waker: Waker, at_head: bool) {
         // SAFETY: the node is alive, idle and ours under the wait lock (caller's contract).
         unsafe {
             node.as_ref().with_inner(|inner| {
-                inner.waker = Some(waker.clone());
+                inner.waker = Some(waker);
                 inner.queued_at = Some(Instant::now());
             });
             if at_head {
@@ -278,6 +282,12 @@ const WAKE_LIST_CAP: usize = 16;
 
 /// Wakers collected under the wait lock, called after it is released. Lives on the stack:
 /// no allocation.
+///
+/// Every waker pushed is woken, even if another one panics: the waiters behind them were
+/// already granted the lock (or are the next to take it), and a lost wake-up would leave
+/// them asleep beside it. Dropping the list wakes whatever it still holds, so that a
+/// panic between collecting the wakers and calling them loses no wake-up either. Declare
+/// the list before the wait-lock guard, so that an unwind releases the wait lock first.
 pub(crate) struct WakeList {
     wakers: [MaybeUninit<Waker>; WAKE_LIST_CAP],
     len: usize,
@@ -303,23 +313,37 @@ impl WakeList {
     }
 
     /// Wakes every collected task. Call only after the wait lock is released.
+    ///
+    /// If a waker panics, the others are still woken, and the first panic is then
+    /// resumed.
     #[inline]
-    pub(crate) fn wake_all(mut self) {
-        while self.len > 0 {
-            self.len -= 1;
-            // SAFETY: slots below `len` are initialised, and lowering `len` first means the
-            // slot is read exactly once.
-            let waker = unsafe { self.wakers[self.len].assume_init_read() };
-            waker.wake();
-        }
+    pub(crate) fn wake_all(self) {
+        drop(self);
     }
 }
 
 impl Drop for WakeList {
     fn drop(&mut self) {
-        for slot in &mut self.wakers[..self.len] {
-            // SAFETY: slots below `len` are initialised and dropped once here.
-            unsafe { slot.assume_init_drop() };
+        if self.len == 0 {
+            return;
+        }
+        let mut panic = None;
+        while self.len > 0 {
+            self.len -= 1;
+            // SAFETY: slots below `len` are initialised, and lowering `len` first means the
+            // slot is read exactly once.
+            let waker = unsafe { self.wakers[self.len].assume_init_read() };
+            // Foreign code: a panic must not keep the other tasks asleep.
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| waker.wake())) {
+                panic.get_or_insert(payload);
+            }
+        }
+        if let Some(payload) = panic {
+            // Already unwinding (the list is dropped by an unwind): a second panic would
+            // abort, so this one is dropped and the first goes on.
+            if !std::thread::panicking() {
+                panic::resume_unwind(payload);
+            }
         }
     }
 }

@@ -47,12 +47,16 @@ pub(crate) mod list;
 pub(crate) mod policy;
 pub(crate) mod stats;
 
+#[cfg(test)]
+pub(crate) mod tests;
+
 mod acquire;
 
 pub(crate) use acquire::Acquire;
 
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{AcqRel, Acquire as Acq, Relaxed, Release};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use self::count::*;
@@ -136,6 +140,7 @@ impl RawRwLock {
 
     /// Starts the count word at `count` (tests only: a lock with readers already "inside"
     /// to reach the overflow guard without billions of guards).
+    #[cfg(test)]
     pub(crate) fn set_count_for_tests(&self, count: usize) {
         self.count.store(count, Release);
     }
@@ -145,12 +150,14 @@ impl RawRwLock {
         &self.policy
     }
 
-    /// The count word (diagnostics and tests).
+    /// The count word (tests).
+    #[cfg(test)]
     pub(crate) fn count_word(&self) -> usize {
         self.count.load(Acq)
     }
 
-    /// The number of queued waiters (diagnostics and tests).
+    /// The number of queued waiters (tests).
+    #[cfg(test)]
     pub(crate) fn queue_len(&self) -> usize {
         lock(&self.wait_list).len()
     }
@@ -245,7 +252,7 @@ impl RawRwLock {
     /// The caller owns the lock a waiter of that kind is granted (a granted upgrader owns
     /// the write lock) and gives it up.
     #[inline]
-    unsafe fn unlock(&self, kind: Kind) {
+    pub(crate) unsafe fn unlock(&self, kind: Kind) {
         match kind {
             // SAFETY: forwarded from the caller.
             Kind::Reader => unsafe { self.unlock_read() },
@@ -354,7 +361,7 @@ impl RawRwLock {
     /// As for [`write_queue`](Self::write_queue), for an upgradable-reader node.
     #[cold]
     #[inline(never)]
-    pub(crate) unsafe fn upgradable_queue(&self, node: NonNull<Waiter>, waker: &std::task::Waker) {
+    pub(crate) unsafe fn upgradable_queue(&self, node: NonNull<Waiter>, waker: Waker) {
         let mut wakers = WakeList::new();
         let mut list = lock(&self.wait_list);
         let first = list.is_empty();
@@ -381,11 +388,7 @@ impl RawRwLock {
     /// [`write_queue`](Self::write_queue), an upgrader node.
     #[cold]
     #[inline(never)]
-    pub(crate) unsafe fn upgrade_queue(
-        &self,
-        node: NonNull<Waiter>,
-        waker: &std::task::Waker,
-    ) -> bool {
+    pub(crate) unsafe fn upgrade_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
         let mut list = lock(&self.wait_list);
         // SAFETY: we own the upgradable read lock.
         if unsafe { self.try_upgrade() } {
@@ -477,22 +480,14 @@ impl RawRwLock {
         }
     }
 
-    /// The read slow path (`rwsem_down_read_slowpath`), entered with our bias in `count`.
-    /// Returns `true` if we own a read lock, `false` if `node` was queued (and may have
-    /// been granted already: the caller checks its state).
-    ///
-    /// # Safety
-    ///
-    /// `node` is a pinned [`IDLE`] reader node that stays alive, and is unlinked by the
-    /// caller's drop, while it is [`WAITING`].
+    /// The read slow path (`rwsem_down_read_slowpath`) up to the queue, entered with our
+    /// bias in `count`: steal the lock, or spin for it (policy `reader_spin`). Returns
+    /// `true` if we own a read lock; `false` if the reader must queue, with its bias in the
+    /// count (for [`read_queue`](Self::read_queue), after
+    /// [`clone_waker_biased`](Self::clone_waker_biased)).
     #[cold]
     #[inline(never)]
-    pub(crate) unsafe fn read_slowpath(
-        &self,
-        count: usize,
-        node: NonNull<Waiter>,
-        waker: &std::task::Waker,
-    ) -> bool {
+    pub(crate) fn read_slowpath(&self, count: usize) -> bool {
         if count & READ_FAIL != 0 {
             // SAFETY: our bias is in the count; taking it back is a read unlock.
             unsafe { self.unlock_read() };
@@ -521,17 +516,38 @@ impl RawRwLock {
             }
             self.count.fetch_add(READER_BIAS, Acq);
         }
-        // SAFETY: forwarded from the caller; our bias is in the count.
-        unsafe { self.read_queue(node, waker) }
+        false
+    }
+
+    /// Clones `waker` for a reader whose bias is in the count, on its way to
+    /// [`read_queue`](Self::read_queue). Cloning runs foreign code: if it panics, the bias
+    /// is taken back (a read unlock, which wakes whoever that release should wake) before
+    /// the panic goes on, so that nothing is left in the count.
+    pub(crate) fn clone_waker_biased(&self, waker: &Waker) -> Waker {
+        struct Unbias<'a>(&'a RawRwLock);
+        impl Drop for Unbias<'_> {
+            fn drop(&mut self) {
+                // SAFETY: only reached if the clone panicked: the bias is still ours.
+                unsafe { self.0.unlock_read() }
+            }
+        }
+        let unbias = Unbias(self);
+        let waker = waker.clone();
+        std::mem::forget(unbias);
+        waker
     }
 
     /// Queues a reader whose bias is in the count. Returns `true` if it turned out to own
-    /// the lock without queueing.
+    /// the lock without queueing; `false` if `node` was queued (and may have been granted
+    /// already: the caller checks its state).
     ///
     /// # Safety
     ///
-    /// As for [`read_slowpath`](Self::read_slowpath).
-    unsafe fn read_queue(&self, node: NonNull<Waiter>, waker: &std::task::Waker) -> bool {
+    /// Our bias is in the count. `node` is a pinned [`IDLE`] reader node that stays alive,
+    /// and is unlinked by the caller's drop, while it is [`WAITING`].
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn read_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
         let mut adjustment = READER_BIAS.wrapping_neg();
         let mut wakers = WakeList::new();
         let mut list = lock(&self.wait_list);
@@ -713,11 +729,7 @@ impl RawRwLock {
     /// caller's drop, while it is [`WAITING`].
     #[cold]
     #[inline(never)]
-    pub(crate) unsafe fn write_queue(
-        &self,
-        node: NonNull<Waiter>,
-        waker: &std::task::Waker,
-    ) -> bool {
+    pub(crate) unsafe fn write_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
         let mut wakers = WakeList::new();
         let mut list = lock(&self.wait_list);
         let first = list.is_empty();
@@ -806,41 +818,53 @@ impl RawRwLock {
     /// # Safety
     ///
     /// `node` belongs to the caller, was queued on `self` and is pinned.
-    pub(crate) unsafe fn poll_queued(
-        &self,
-        node: NonNull<Waiter>,
-        waker: &std::task::Waker,
-    ) -> bool {
+    pub(crate) unsafe fn poll_queued(&self, node: NonNull<Waiter>, waker: &Waker) -> bool {
         // SAFETY: the node is alive (the caller owns it).
         let waiter = unsafe { node.as_ref() };
         if waiter.state.load(Acq) != WAITING {
             return true;
         }
-        let mut list = lock(&self.wait_list);
-        if waiter.state.load(Relaxed) != WAITING {
-            return true;
-        }
-        // SAFETY: linked (WAITING) and we hold the wait lock.
-        let acquired = unsafe {
-            match waiter.kind {
-                Kind::Writer => self.try_write_lock(&mut list, node),
-                Kind::Upgrader => self.try_upgrade_own(&mut list, node),
-                Kind::Reader | Kind::Upgradable => false,
+        // A new waker, cloned without the wait lock held (foreign code may panic).
+        let mut new_waker = None;
+        loop {
+            let mut list = lock(&self.wait_list);
+            if waiter.state.load(Relaxed) != WAITING {
+                return true;
             }
-        };
-        if acquired {
-            return true;
+            // SAFETY: linked (WAITING) and we hold the wait lock.
+            let acquired = unsafe {
+                match waiter.kind {
+                    Kind::Writer => self.try_write_lock(&mut list, node),
+                    Kind::Upgrader => self.try_upgrade_own(&mut list, node),
+                    Kind::Reader | Kind::Upgradable => false,
+                }
+            };
+            if acquired {
+                return true;
+            }
+            // SAFETY: linked and we hold the wait lock.
+            let old = unsafe {
+                waiter.with_inner(|inner| {
+                    if inner.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                        return Ok(None);
+                    }
+                    // If a waker took the old one since we last looked (a woken writer),
+                    // the attempt above answered that wake-up; the new one is next.
+                    new_waker
+                        .take()
+                        .map(|new| inner.waker.replace(new))
+                        .ok_or(())
+                })
+            };
+            drop(list);
+            match old {
+                Ok(old) => {
+                    drop(old);
+                    return false;
+                }
+                Err(()) => new_waker = Some(waker.clone()),
+            }
         }
-        // SAFETY: linked and we hold the wait lock.
-        let old = unsafe {
-            waiter.with_inner(|inner| match &inner.waker {
-                Some(current) if current.will_wake(waker) => None,
-                _ => inner.waker.replace(waker.clone()),
-            })
-        };
-        drop(list);
-        drop(old);
-        false
     }
 
     /// A pending acquire is dropped (`rwsem_del_wake_waiter`): unlink the node, pass the
@@ -942,7 +966,21 @@ impl RawRwLock {
     /// `rwsem_mark_wake`: wake or grant the head of the queue, under the wait lock. Wakers
     /// go to `wakers`, to be called once the wait lock is released.
     fn mark_wake(&self, list: &mut WaitList, wake_type: WakeType, wakers: &mut WakeList) {
-        let Some(head) = list.head() else { return };
+        while self.mark_wake_once(list, wake_type, wakers) {}
+    }
+
+    /// One pass of [`mark_wake`](Self::mark_wake). Returns `true` if it must look again:
+    /// its check bias filled the last `max_readers` slot while a reader left, so that
+    /// reader's release woke nobody, and the slot is free now.
+    fn mark_wake_once(
+        &self,
+        list: &mut WaitList,
+        wake_type: WakeType,
+        wakers: &mut WakeList,
+    ) -> bool {
+        let Some(head) = list.head() else {
+            return false;
+        };
         // SAFETY: linked nodes are alive while we hold the wait lock.
         let head_ref = unsafe { head.as_ref() };
         match head_ref.kind {
@@ -951,12 +989,12 @@ impl RawRwLock {
                     // SAFETY: `head` is linked in `list`, which we hold.
                     unsafe { self.wake_writer(list, head, wakers) };
                 }
-                return;
+                return false;
             }
             Kind::Upgrader => {
                 // SAFETY: `head` is linked in `list`, which we hold.
                 unsafe { self.grant_upgrader(list, head, wakers) };
-                return;
+                return false;
             }
             Kind::Reader | Kind::Upgradable => {}
         }
@@ -971,7 +1009,7 @@ impl RawRwLock {
             oldcount = self.count.load(Relaxed);
         } else {
             if self.count.load(Relaxed) & READ_FAIL != 0 {
-                return; // Too many readers already: the unlocks will wake again.
+                return false; // Too many readers already: the unlocks will wake again.
             }
             // Take a read lock for the head first, to keep writers out while we grant.
             adjustment = READER_BIAS;
@@ -987,7 +1025,7 @@ impl RawRwLock {
                     lockevent!(self, rlock_handoff);
                 }
                 self.count.fetch_add(undo, Release);
-                return;
+                return false;
             }
         }
 
@@ -1023,9 +1061,16 @@ impl RawRwLock {
             // another holds the lock, or `max_readers` readers are inside. Their release
             // wakes the queue again.
             if adjustment != 0 {
-                self.count.fetch_sub(adjustment, Release);
+                let now = self
+                    .count
+                    .fetch_sub(adjustment, Release)
+                    .wrapping_sub(adjustment);
+                // Our check bias was in the count: a reader that left meanwhile saw the
+                // last slot still taken (by it) and woke nobody. If that left room, the
+                // wake-up is ours to make.
+                return room == 0 && now & WRITER_LOCKED == 0 && self.reader_room(readers(now));
             }
-            return;
+            return false;
         }
         let head_granted = GrantPick::new(oldcount).take(head_ref.kind);
         let mut adjust = (woken * READER_BIAS).wrapping_sub(adjustment);
@@ -1072,6 +1117,7 @@ impl RawRwLock {
             lockevent!(self, wake_reader);
             left -= 1;
         }
+        false
     }
 
     /// Grants the queued upgrade at the head the write lock if only its own bias is left.

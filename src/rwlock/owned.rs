@@ -601,7 +601,8 @@ pub struct OwnedRwLockMappedWriteGuard<T: ?Sized, U: ?Sized = T> {
     pub(crate) lock: Arc<RwLock<T>>,
     /// The part of the value this guard was mapped to, inside `lock`.
     pub(crate) data: NonNull<U>,
-    pub(crate) marker: PhantomData<T>,
+    /// Invariant in `U` (the guard hands out `&mut U`); `T` is invariant through `lock`.
+    pub(crate) marker: PhantomData<*mut U>,
 }
 
 // SAFETY: tokio's bounds: the guard gives `&mut U`/`&U` to whichever thread holds it, and

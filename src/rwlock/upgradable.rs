@@ -122,7 +122,8 @@ impl<T: ?Sized> RwLock<T> {
 pub struct RwLockUpgradableReadGuard<'a, T: ?Sized> {
     raw: &'a RawRwLock,
     data: NonNull<T>,
-    marker: PhantomData<&'a T>,
+    /// Invariant in `T`: the guard can become a write guard, which hands out `&mut T`.
+    marker: PhantomData<&'a mut T>,
 }
 
 // SAFETY: the guard gives `&T` to whichever thread holds it, and can become a write guard

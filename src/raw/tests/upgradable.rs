@@ -1,49 +1,38 @@
 //! Upgradable reads, one poll at a time: the count word after each step (writer 1,
 //! waiters 2, handoff 4, upgradable 8, reader 256).
-#![cfg(not(loom))]
 
 use std::time::Duration;
 
-use async_rwsem::{Policy, RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
+use crate::{RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 
-const W: usize = 0b0001;
-const WAITERS: usize = 0b0010;
-const HANDOFF: usize = 0b0100;
-const UPG: usize = 0b1000;
-const R: usize = 1 << 8;
+use crate::raw::tests::support::*;
 
 fn lock() -> RwLock<u32> {
-    RwLock::with_policy(
-        0,
-        Policy::new()
-            .writer_spin(Duration::ZERO)
-            .writer_yields(0)
-            .handoff_timeout(Duration::MAX),
-    )
+    RwLock::with_policy(0, queue_at_once())
 }
 
 #[test]
 fn one_upgradable_beside_readers() {
     let l = lock();
     let up = assert_ready!(spawn(l.upgradable_read()).poll());
-    assert_eq!(l.__count_word(), R | UPG);
+    assert_eq!(l.raw.count_word(), R | UPG);
     let r = l.try_read().unwrap();
-    assert_eq!(l.__count_word(), (2 * R) | UPG);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG);
     assert!(l.try_write().is_err());
     assert!(l.try_upgradable_read().is_err());
     // A second upgradable reader queues; it is granted when the first one leaves, beside
     // the plain reader still inside.
     let mut up2 = spawn(l.upgradable_read());
     assert_pending!(up2.poll());
-    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG | WAITERS);
     drop(up);
     assert!(up2.is_woken());
-    assert_eq!(l.__count_word(), (2 * R) | UPG);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG);
     let up2 = assert_ready!(up2.poll());
     drop((r, up2));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -52,14 +41,14 @@ fn try_upgrade_only_when_alone() {
     let up = l.try_upgradable_read().unwrap();
     let r = l.try_read().unwrap();
     let up = RwLockUpgradableReadGuard::try_upgrade(up).unwrap_err();
-    assert_eq!(l.__count_word(), (2 * R) | UPG);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG);
     drop(r);
     let mut w = RwLockUpgradableReadGuard::try_upgrade(up).unwrap();
     *w = 7;
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     drop(w);
     assert_eq!(*l.try_read().unwrap(), 7);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -70,18 +59,18 @@ fn upgrade_waits_for_readers_and_holds_new_ones_off() {
     let mut upgrade = spawn(RwLockUpgradableReadGuard::upgrade(up));
     assert_pending!(upgrade.poll());
     // Queued at the head with the handoff bit: new readers and writers queue behind it.
-    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
     assert!(l.try_read().is_err());
     let mut r2 = spawn(l.read());
     let mut w2 = spawn(l.write());
     assert_pending!(r2.poll());
     assert_pending!(w2.poll());
-    assert_eq!(l.__queue_len(), 3);
+    assert_eq!(l.raw.queue_len(), 3);
     // The last other reader leaves: the upgrade is granted the write lock.
     drop(r1);
     assert!(upgrade.is_woken());
     assert!(!r2.is_woken() && !w2.is_woken());
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     let mut w = assert_ready!(upgrade.poll());
     *w += 1;
     // Its release grants the next head (the reader), and the writer after it.
@@ -92,7 +81,7 @@ fn upgrade_waits_for_readers_and_holds_new_ones_off() {
     drop(g);
     assert!(w2.is_woken());
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -104,16 +93,15 @@ fn cancelled_upgrade_releases_and_lets_the_queue_in() {
     assert_pending!(upgrade.poll());
     let mut r2 = spawn(l.read());
     assert_pending!(r2.poll());
-    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
     // Dropping the pending upgrade gives up the upgradable read lock it owned; the reader
     // queued behind it inherits the head and is granted beside r1.
     drop(upgrade);
     assert!(r2.is_woken());
-    assert_eq!(l.__count_word(), 2 * R);
+    assert_eq!(l.raw.count_word(), 2 * R);
     drop(assert_ready!(r2.poll()));
     drop(r1);
-    assert_eq!(l.__count_word(), 0);
-    assert_eq!(l.__queue_len(), 0);
+    assert_idle(&l);
 }
 
 #[test]
@@ -121,9 +109,9 @@ fn upgrade_dropped_unpolled_releases() {
     let l = lock();
     let up = l.try_upgradable_read().unwrap();
     let upgrade = RwLockUpgradableReadGuard::upgrade(up);
-    assert_eq!(l.__count_word(), R | UPG);
+    assert_eq!(l.raw.count_word(), R | UPG);
     drop(upgrade);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -137,11 +125,11 @@ fn granted_upgrade_dropped_unpolled_releases_the_write_lock() {
     assert_pending!(w2.poll());
     drop(r1);
     assert!(upgrade.is_woken());
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     drop(upgrade);
     assert!(w2.is_woken());
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -157,17 +145,17 @@ fn downgrades() {
     // Write -> upgradable: the reader is granted, not the writer nor the other upgradable.
     let up = RwLockWriteGuard::downgrade_to_upgradable(w);
     assert!(r.is_woken() && !up2.is_woken() && !w2.is_woken());
-    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG | WAITERS);
     let g = assert_ready!(r.poll());
     // Upgradable -> read: the queued upgradable reader gets the slot.
     let plain = RwLockUpgradableReadGuard::downgrade(up);
     assert!(up2.is_woken());
-    assert_eq!(l.__count_word(), (3 * R) | UPG | WAITERS);
+    assert_eq!(l.raw.count_word(), (3 * R) | UPG | WAITERS);
     let up2 = assert_ready!(up2.poll());
     drop((g, plain, up2));
     assert!(w2.is_woken());
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -197,7 +185,7 @@ fn two_upgraders_take_turns() {
         }
     }
     assert_eq!(*l.try_read().unwrap(), 11);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -222,34 +210,34 @@ fn super_block_on<F: std::future::Future>(f: F) -> F::Output {
 
 #[test]
 fn owned_upgradable_upgrade_and_cancel() {
-    use async_rwsem::{OwnedRwLockUpgradableReadGuard, OwnedRwLockWriteGuard};
+    use crate::{OwnedRwLockUpgradableReadGuard, OwnedRwLockWriteGuard};
     use std::sync::Arc;
 
     let l = Arc::new(lock());
     let up = assert_ready!(spawn(Arc::clone(&l).upgradable_read_owned()).poll());
-    assert_eq!(l.__count_word(), R | UPG);
+    assert_eq!(l.raw.count_word(), R | UPG);
     assert!(Arc::clone(&l).try_upgradable_read_owned().is_err());
     // An upgrade future dropped before its first poll releases the lock.
     drop(OwnedRwLockUpgradableReadGuard::upgrade(up));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     // Waiting for a reader, holding new readers off, then granted.
     let r = l.try_read().unwrap();
     let up = Arc::clone(&l).try_upgradable_read_owned().unwrap();
     let mut upgrade = spawn(OwnedRwLockUpgradableReadGuard::upgrade(up));
     assert_pending!(upgrade.poll());
-    assert_eq!(l.__count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
     drop(r);
     assert!(upgrade.is_woken());
     let mut w = assert_ready!(upgrade.poll());
     *w = 5;
     // Back down to upgradable, then to a plain read.
     let up = OwnedRwLockWriteGuard::downgrade_to_upgradable(w);
-    assert_eq!(l.__count_word(), R | UPG);
+    assert_eq!(l.raw.count_word(), R | UPG);
     let r = OwnedRwLockUpgradableReadGuard::downgrade(up);
     assert_eq!(*r, 5);
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     drop(r);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -260,5 +248,5 @@ fn owned_upgradable_guard_is_static_and_send() {
         .try_upgradable_read_owned()
         .unwrap();
     static_send(&up);
-    static_send(&async_rwsem::OwnedRwLockUpgradableReadGuard::upgrade(up));
+    static_send(&crate::OwnedRwLockUpgradableReadGuard::upgrade(up));
 }

@@ -3,32 +3,20 @@
 //!
 //! The count word is checked after each step with the kernel's encoding: bit 0 writer,
 //! bit 1 waiters, bit 2 handoff, readers from bit 8.
-#![cfg(not(loom))]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use async_rwsem::{
-    OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, Policy, RwLock,
+use crate::{
+    OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock,
     RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard,
 };
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 
-const W: usize = 0b001;
-const WAITERS: usize = 0b010;
-const R: usize = 1 << 8;
-
-/// No spinning and no yielding, so that a writer queues on its first poll; no handoff,
-/// so that nothing depends on time.
-fn queue_at_once() -> Policy {
-    Policy::new()
-        .writer_spin(Duration::ZERO)
-        .writer_yields(0)
-        .handoff_timeout(Duration::MAX)
-}
+use crate::raw::tests::support::*;
 
 type Pair = (u32, Vec<u32>);
 
@@ -43,12 +31,12 @@ fn arc_pair_lock() -> Arc<RwLock<Pair>> {
 /// Waits (on this thread, really sleeping) until `lock` has `n` queued waiters.
 fn wait_for_queue<T: ?Sized>(lock: &RwLock<T>, n: usize) {
     for _ in 0..10_000 {
-        if lock.__queue_len() == n {
+        if lock.raw.queue_len() == n {
             return;
         }
         thread::sleep(Duration::from_millis(1));
     }
-    panic!("queue never reached {n} (is {})", lock.__queue_len());
+    panic!("queue never reached {n} (is {})", lock.raw.queue_len());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -59,7 +47,7 @@ fn owned_try_locks_and_count_words() {
     let l = arc_pair_lock();
     let r1 = Arc::clone(&l).try_read_owned().unwrap();
     let r2 = Arc::clone(&l).try_read_owned().unwrap();
-    assert_eq!(l.__count_word(), 2 * R);
+    assert_eq!(l.raw.count_word(), 2 * R);
     assert!(Arc::clone(&l).try_write_owned().is_err());
     assert_eq!(
         Arc::clone(&l).try_write_owned().unwrap_err().to_string(),
@@ -67,13 +55,13 @@ fn owned_try_locks_and_count_words() {
     );
     assert_eq!(r1.0 + r2.0, 2);
     drop((r1, r2));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     let mut w = Arc::clone(&l).try_write_owned().unwrap();
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     assert!(Arc::clone(&l).try_read_owned().is_err());
     w.0 = 2;
     drop(w);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(l.try_read().unwrap().0, 2);
     // Every failed try gave its `Arc` back (dropped it).
     assert_eq!(Arc::strong_count(&l), 1);
@@ -87,23 +75,23 @@ fn owned_acquires_queue_and_are_granted() {
     let mut w2 = spawn(Arc::clone(&l).write_owned());
     assert_pending!(r.poll());
     assert_pending!(w2.poll());
-    assert_eq!(l.__count_word(), W | WAITERS);
-    assert_eq!(l.__queue_len(), 2);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
+    assert_eq!(l.raw.queue_len(), 2);
     drop(w);
     // The head reader is granted (the bias is in the count before it runs); the writer
     // behind it stays asleep.
     assert!(r.is_woken());
     assert!(!w2.is_woken());
-    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
     let g = assert_ready!(r.poll());
     assert_eq!(g.1, [10, 20, 30]);
     drop(g);
     assert!(w2.is_woken());
     let mut g = assert_ready!(w2.poll());
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     g.1.push(40);
     drop(g);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(l.try_read().unwrap().1.len(), 4);
     assert_eq!(Arc::strong_count(&l), 1);
 }
@@ -116,14 +104,14 @@ fn owned_acquire_cancelled_leaves_no_trace() {
     let mut w2 = spawn(Arc::clone(&l).write_owned());
     assert_pending!(r.poll());
     assert_pending!(w2.poll());
-    assert_eq!(l.__queue_len(), 2);
+    assert_eq!(l.raw.queue_len(), 2);
     drop(r);
     drop(w2);
-    assert_eq!(l.__queue_len(), 0);
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.queue_len(), 0);
+    assert_eq!(l.raw.count_word(), W);
     assert_eq!(Arc::strong_count(&l), 1);
     drop(w);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -136,14 +124,14 @@ fn owned_guard_keeps_the_lock_alive() {
     // happen in that order on drop.
     assert_eq!(*g, "kept");
     assert_eq!(Arc::strong_count(OwnedRwLockReadGuard::rwlock(&g)), 1);
-    assert_eq!(OwnedRwLockReadGuard::rwlock(&g).__count_word(), R);
+    assert_eq!(OwnedRwLockReadGuard::rwlock(&g).raw.count_word(), R);
     drop(g);
 
     let l = Arc::new(RwLock::new(1));
     let w = Arc::clone(&l).try_write_owned().unwrap();
     assert!(Arc::ptr_eq(&l, OwnedRwLockWriteGuard::rwlock(&w)));
     drop(l);
-    assert_eq!(OwnedRwLockWriteGuard::rwlock(&w).__count_word(), W);
+    assert_eq!(OwnedRwLockWriteGuard::rwlock(&w).raw.count_word(), W);
     drop(w);
 }
 
@@ -178,7 +166,7 @@ async fn owned_guards_across_tokio_spawn() {
         t.await.unwrap();
     }
     assert_eq!(*l.read().await, [100; 4]);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(Arc::strong_count(&l), 1);
 }
 
@@ -197,14 +185,14 @@ fn owned_downgrade_grants_queued_readers_not_writers() {
     assert_eq!(r.0, 5);
     assert!(r1.is_woken() && r2.is_woken());
     assert!(!w2.is_woken());
-    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
+    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
     let g1 = assert_ready!(r1.poll());
     let g2 = assert_ready!(r2.poll());
     assert!(l.try_write().is_err());
     drop((r, g1, g2));
     assert!(w2.is_woken());
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -215,14 +203,14 @@ fn read_guard_map_keeps_one_read_lock() {
     let l = pair_lock();
     let g = l.try_read().unwrap();
     let list: RwLockReadGuard<'_, Vec<u32>> = RwLockReadGuard::map(g, |p| &p.1);
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     let last: RwLockReadGuard<'_, u32> = RwLockReadGuard::map(list, |v| v.last().unwrap());
     assert_eq!(*last, 30);
     assert_eq!(format!("{last:?} {last}"), "30 30");
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     assert!(l.try_write().is_err());
     drop(last);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -232,12 +220,12 @@ fn read_guard_try_map_failure_returns_the_guard() {
     let g = RwLockReadGuard::try_map(g, |p| p.1.get(9)).unwrap_err();
     // Still the whole value, still one read lock.
     assert_eq!(g.0, 1);
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     let second = RwLockReadGuard::try_map(g, |p| p.1.get(1)).unwrap();
     assert_eq!(*second, 20);
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     drop(second);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -245,15 +233,15 @@ fn write_guard_map_and_mapped_map() {
     let l = pair_lock();
     let w = l.try_write().unwrap();
     let mut list: RwLockMappedWriteGuard<'_, Vec<u32>> = RwLockWriteGuard::map(w, |p| &mut p.1);
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     list.push(40);
     let mut last = RwLockMappedWriteGuard::map(list, |v| v.last_mut().unwrap());
     *last += 1;
     assert_eq!(format!("{last:?} {last}"), "41 41");
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     assert!(l.try_read().is_err());
     drop(last);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(l.try_read().unwrap().1, [10, 20, 30, 41]);
 }
 
@@ -262,20 +250,20 @@ fn write_guard_try_map_failure_returns_the_guard() {
     let l = pair_lock();
     let w = l.try_write().unwrap();
     let w = RwLockWriteGuard::try_map(w, |p| p.1.get_mut(9)).unwrap_err();
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     // The original guard: still a write guard of the whole value, still downgradable.
     let r = w.downgrade();
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     drop(r);
 
     let w = l.try_write().unwrap();
     let m = RwLockWriteGuard::try_map(w, |p| p.1.first_mut()).unwrap();
     let m = RwLockMappedWriteGuard::try_map(m, |_| None::<&mut u8>).unwrap_err();
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     let mut m = RwLockMappedWriteGuard::try_map(m, |x| Some(x)).unwrap();
     *m = 11;
     drop(m);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(l.try_read().unwrap().1[0], 11);
 }
 
@@ -285,9 +273,9 @@ fn write_guard_into_mapped() {
     let mut m: RwLockMappedWriteGuard<'_, Pair> =
         RwLockWriteGuard::into_mapped(l.try_write().unwrap());
     m.0 = 7;
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     drop(m);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(l.try_read().unwrap().0, 7);
 }
 
@@ -298,25 +286,25 @@ fn map_closure_panic_releases_the_lock() {
         let _ = RwLockReadGuard::map(l.try_read().unwrap(), |_| -> &u32 { panic!("boom") });
     }));
     assert!(res.is_err());
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     let res = catch_unwind(AssertUnwindSafe(|| {
         let _ = RwLockWriteGuard::map(l.try_write().unwrap(), |_| -> &mut u32 { panic!("boom") });
     }));
     assert!(res.is_err());
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     let res = catch_unwind(AssertUnwindSafe(|| {
         let _ =
             RwLockWriteGuard::downgrade_map(l.try_write().unwrap(), |_| -> &u32 { panic!("boom") });
     }));
     assert!(res.is_err());
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     let a = arc_pair_lock();
     let res = catch_unwind(AssertUnwindSafe(|| {
         let g = Arc::clone(&a).try_write_owned().unwrap();
         let _ = OwnedRwLockWriteGuard::map(g, |_| -> &mut u32 { panic!("boom") });
     }));
     assert!(res.is_err());
-    assert_eq!(a.__count_word(), 0);
+    assert_eq!(a.raw.count_word(), 0);
     assert_eq!(Arc::strong_count(&a), 1);
 }
 
@@ -330,15 +318,15 @@ fn downgrade_map_grants_queued_readers_not_writers() {
     assert_pending!(r1.poll());
     assert_pending!(w2.poll());
     assert_pending!(r2.poll());
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     w.1.push(40);
     let list = RwLockWriteGuard::downgrade_map(w, |p| &p.1);
     assert_eq!(list.len(), 4);
     // Both queued readers are granted in the same step; the writer stays queued.
     assert!(r1.is_woken() && r2.is_woken());
     assert!(!w2.is_woken());
-    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
-    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
+    assert_eq!(l.raw.queue_len(), 1);
     let g1 = assert_ready!(r1.poll());
     let g2 = assert_ready!(r2.poll());
     assert_eq!(g1.1, *list);
@@ -346,7 +334,7 @@ fn downgrade_map_grants_queued_readers_not_writers() {
     drop((list, g1, g2));
     assert!(w2.is_woken());
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -357,15 +345,15 @@ fn try_downgrade_map_failure_keeps_the_write_lock() {
     assert_pending!(r1.poll());
     let w = RwLockWriteGuard::try_downgrade_map(w, |p| p.1.get(9)).unwrap_err();
     // Nothing was downgraded: still write-locked, the reader still asleep.
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     assert!(!r1.is_woken());
     let first = RwLockWriteGuard::try_downgrade_map(w, |p| p.1.first()).unwrap();
     assert_eq!(*first, 10);
     assert!(r1.is_woken());
-    assert_eq!(l.__count_word(), 2 * R);
+    assert_eq!(l.raw.count_word(), 2 * R);
     let g1 = assert_ready!(r1.poll());
     drop((first, g1));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -376,17 +364,17 @@ fn owned_read_guard_map_and_try_map() {
     let l = arc_pair_lock();
     let g = Arc::clone(&l).try_read_owned().unwrap();
     let g = OwnedRwLockReadGuard::try_map(g, |p| p.1.get(9)).unwrap_err();
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     let list: OwnedRwLockReadGuard<Pair, Vec<u32>> = OwnedRwLockReadGuard::map(g, |p| &p.1);
     let last: OwnedRwLockReadGuard<Pair, u32> =
         OwnedRwLockReadGuard::try_map(list, |v| v.last()).unwrap();
     assert_eq!(*last, 30);
     assert_eq!(format!("{last:?} {last}"), "30 30");
     assert!(Arc::ptr_eq(&l, OwnedRwLockReadGuard::rwlock(&last)));
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     assert_eq!(Arc::strong_count(&l), 2);
     drop(last);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(Arc::strong_count(&l), 1);
 }
 
@@ -395,7 +383,7 @@ fn owned_write_guard_map_try_map_into_mapped() {
     let l = arc_pair_lock();
     let w = Arc::clone(&l).try_write_owned().unwrap();
     let w = OwnedRwLockWriteGuard::try_map(w, |p| p.1.get_mut(9)).unwrap_err();
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     let list: OwnedRwLockMappedWriteGuard<Pair, Vec<u32>> =
         OwnedRwLockWriteGuard::map(w, |p| &mut p.1);
     let list = OwnedRwLockMappedWriteGuard::try_map(list, |v| v.get_mut(9)).unwrap_err();
@@ -405,9 +393,9 @@ fn owned_write_guard_map_try_map_into_mapped() {
     *first += 1;
     assert_eq!(format!("{first:?} {first}"), "2 2");
     assert!(Arc::ptr_eq(&l, OwnedRwLockMappedWriteGuard::rwlock(&first)));
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     drop(first);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(l.try_read().unwrap().1[0], 2);
 
     let mut whole: OwnedRwLockMappedWriteGuard<Pair> =
@@ -415,7 +403,7 @@ fn owned_write_guard_map_try_map_into_mapped() {
     whole.0 = 9;
     drop(whole);
     assert_eq!(l.try_read().unwrap().0, 9);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(Arc::strong_count(&l), 1);
 }
 
@@ -428,22 +416,22 @@ fn owned_downgrade_map_grants_queued_readers_not_writers() {
     assert_pending!(r1.poll());
     assert_pending!(w2.poll());
     let w = OwnedRwLockWriteGuard::try_downgrade_map(w, |p| p.1.get(9)).unwrap_err();
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     assert!(!r1.is_woken());
     let zero: OwnedRwLockReadGuard<Pair, u32> = OwnedRwLockWriteGuard::downgrade_map(w, |p| &p.0);
     assert_eq!(*zero, 1);
     assert!(r1.is_woken());
     assert!(!w2.is_woken());
-    assert_eq!(l.__count_word(), (2 * R) | WAITERS);
+    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS);
     let g1 = assert_ready!(r1.poll());
     drop((zero, g1));
     assert!(w2.is_woken());
     let w2 = assert_ready!(w2.poll());
     let last = OwnedRwLockWriteGuard::try_downgrade_map(w2, |p| p.1.last()).unwrap();
     assert_eq!(*last, 30);
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     drop(last);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(Arc::strong_count(&l), 1);
 }
 
@@ -480,28 +468,27 @@ fn blocking_read_and_write_from_plain_threads() {
         t.join().unwrap();
     }
     assert_eq!(*l.blocking_read(), 1000);
-    assert_eq!(l.__count_word(), 0);
-    assert_eq!(l.__queue_len(), 0);
+    assert_idle(&l);
 }
 
 #[test]
 fn blocking_owned_variants() {
     let l = Arc::new(RwLock::new(1));
     let mut w = Arc::clone(&l).blocking_write_owned();
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     let c = Arc::clone(&l);
     let reader = thread::spawn(move || {
         let g = c.blocking_read_owned();
         (
             *g,
-            OwnedRwLockReadGuard::rwlock(&g).__count_word() & !WAITERS,
+            OwnedRwLockReadGuard::rwlock(&g).raw.count_word() & !WAITERS,
         )
     });
     wait_for_queue(&l, 1);
     *w = 2;
     drop(w);
     assert_eq!(reader.join().unwrap(), (2, R));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(Arc::strong_count(&l), 1);
 }
 
@@ -519,14 +506,14 @@ fn blocking_writer_wakes_when_async_reader_releases() {
     });
     // The writer parks in the queue behind the async reader.
     wait_for_queue(&l, 1);
-    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
     // Released from an async task: the waker unparks the thread.
     rt.block_on(async move {
         tokio::task::yield_now().await;
         drop(r);
     });
     writer.join().unwrap();
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(rt.block_on(async { *l.read().await }), 1);
 }
 
@@ -544,7 +531,7 @@ fn blocking_reader_wakes_when_async_writer_releases() {
         let mut w = c.write().await;
         tx.send(()).unwrap();
         // Hold the lock across awaits until the blocking reader has queued.
-        while c.__queue_len() == 0 {
+        while c.raw.queue_len() == 0 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         *w = 7;
@@ -554,7 +541,7 @@ fn blocking_reader_wakes_when_async_writer_releases() {
     let reader = thread::spawn(move || *c.blocking_read());
     assert_eq!(reader.join().unwrap(), 7);
     rt.block_on(task).unwrap();
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -563,7 +550,7 @@ fn blocking_reader_wakes_when_async_writer_releases() {
 #[cfg(feature = "tokio")]
 mod timeouts {
     use super::*;
-    use async_rwsem::Elapsed;
+    use crate::Elapsed;
 
     #[tokio::test]
     async fn read_timeout_expires_with_nothing_held_or_queued() {
@@ -571,16 +558,16 @@ mod timeouts {
         let w = l.try_write().unwrap();
         let mut r = spawn(l.read_timeout(Duration::from_millis(20)));
         assert_pending!(r.poll());
-        assert_eq!(l.__queue_len(), 1);
-        assert_eq!(l.__count_word(), W | WAITERS);
+        assert_eq!(l.raw.queue_len(), 1);
+        assert_eq!(l.raw.count_word(), W | WAITERS);
         tokio::time::sleep(Duration::from_millis(40)).await;
         assert!(r.is_woken());
         let err: Elapsed = assert_ready!(r.poll()).unwrap_err();
         assert_eq!(err.to_string(), "deadline has elapsed");
-        assert_eq!(l.__queue_len(), 0);
-        assert_eq!(l.__count_word(), W);
+        assert_eq!(l.raw.queue_len(), 0);
+        assert_eq!(l.raw.count_word(), W);
         drop(w);
-        assert_eq!(l.__count_word(), 0);
+        assert_eq!(l.raw.count_word(), 0);
     }
 
     #[tokio::test]
@@ -592,10 +579,10 @@ mod timeouts {
             .await
             .unwrap_err();
         assert_eq!(format!("{err:?}"), "Elapsed(())");
-        assert_eq!(l.__queue_len(), 0);
-        assert_eq!(l.__count_word(), R);
+        assert_eq!(l.raw.queue_len(), 0);
+        assert_eq!(l.raw.count_word(), R);
         drop(r);
-        assert_eq!(l.__count_word(), 0);
+        assert_eq!(l.raw.count_word(), 0);
     }
 
     #[tokio::test]
@@ -617,8 +604,7 @@ mod timeouts {
         drop(g);
         assert!(w.is_woken());
         *assert_ready!(w.poll()).unwrap() += 1;
-        assert_eq!(l.__count_word(), 0);
-        assert_eq!(l.__queue_len(), 0);
+        assert_idle(&l);
     }
 
     #[tokio::test]
@@ -629,13 +615,13 @@ mod timeouts {
         let mut w2 = spawn(l.write_timeout(Duration::from_secs(30)));
         assert_pending!(r.poll());
         assert_pending!(w2.poll());
-        assert_eq!(l.__queue_len(), 2);
+        assert_eq!(l.raw.queue_len(), 2);
         drop(r);
         drop(w2);
-        assert_eq!(l.__queue_len(), 0);
-        assert_eq!(l.__count_word(), W);
+        assert_eq!(l.raw.queue_len(), 0);
+        assert_eq!(l.raw.count_word(), W);
         drop(w);
-        assert_eq!(l.__count_word(), 0);
+        assert_eq!(l.raw.count_word(), 0);
     }
 
     #[tokio::test]
@@ -647,16 +633,16 @@ mod timeouts {
         // A reader behind the queued writer waits (readers own the lock, a writer waits).
         let mut r2 = spawn(l.read());
         assert_pending!(r2.poll());
-        assert_eq!(l.__queue_len(), 2);
-        assert_eq!(l.__count_word(), R | WAITERS);
+        assert_eq!(l.raw.queue_len(), 2);
+        assert_eq!(l.raw.count_word(), R | WAITERS);
         tokio::time::sleep(Duration::from_millis(40)).await;
         assert!(assert_ready!(w.poll()).is_err());
         // The expired head left the queue and let the reader behind it in.
         assert!(r2.is_woken());
         let g2 = assert_ready!(r2.poll());
-        assert_eq!(l.__queue_len(), 0);
-        assert_eq!(l.__count_word(), 2 * R);
+        assert_eq!(l.raw.queue_len(), 0);
+        assert_eq!(l.raw.count_word(), 2 * R);
         drop((r1, g2));
-        assert_eq!(l.__count_word(), 0);
+        assert_eq!(l.raw.count_word(), 0);
     }
 }

@@ -1,30 +1,19 @@
 //! loom models of upgradable reads (the rest are in `tests/loom.rs`). Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_upgrade`.
-#![cfg(loom)]
 
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use async_rwsem::{Policy, RwLock, RwLockUpgradableReadGuard};
+use crate::{Policy, RwLock, RwLockUpgradableReadGuard};
 use loom::future::block_on;
 use loom::thread;
 
-#[path = "support/loom.rs"]
-#[allow(dead_code)] // each model file uses its own subset
-mod support;
-
-use support::{assert_idle, poll_once, Data, Lock};
+use super::loom_support::{assert_idle, poll_once, queue_at_once, Data, Lock};
 
 fn lock() -> Arc<Lock> {
-    Arc::new(RwLock::with_policy(
-        Data::new(),
-        Policy::new()
-            .writer_spin(Duration::ZERO)
-            .writer_yields(0)
-            .handoff_timeout(Duration::MAX),
-    ))
+    super::loom_support::lock(queue_at_once())
 }
 
 #[test]
@@ -106,6 +95,51 @@ fn two_upgradable_readers() {
         });
         t.join().unwrap();
         assert_eq!(l.try_read().unwrap().get(), 2);
+        assert_idle(&l);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// `max_readers`: the slot a queued reader waits for.
+
+fn limited(max_readers: usize) -> Arc<Lock> {
+    Arc::new(RwLock::with_policy_and_max_readers(
+        Data::new(),
+        queue_at_once(),
+        max_readers,
+    ))
+}
+
+/// One reader holds the only slot; another queues for it while the first leaves. The
+/// queueing reader's grant check takes a transient bias: a release in that window must
+/// not be lost (it was, before the grant looked again).
+#[test]
+fn max_readers_slot_freed_while_a_reader_queues() {
+    loom::model(|| {
+        let l = limited(1);
+        let r = l.try_read().unwrap();
+        let l2 = Arc::clone(&l);
+        let t = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        drop(r);
+        assert_eq!(t.join().unwrap(), 0);
+        assert_idle(&l);
+    });
+}
+
+/// An upgrade waits for the plain reader inside while a third reader waits for a slot.
+#[test]
+fn upgrade_with_max_readers() {
+    loom::model(|| {
+        let l = limited(2);
+        let up = l.try_upgradable_read().unwrap();
+        let r = l.try_read().unwrap();
+        let l2 = Arc::clone(&l);
+        let reader = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        let leaver = thread::spawn(move || drop(r));
+        block_on(async { RwLockUpgradableReadGuard::upgrade(up).await.bump() });
+        leaver.join().unwrap();
+        assert!(reader.join().unwrap() <= 1);
+        assert_eq!(l.try_read().unwrap().get(), 1);
         assert_idle(&l);
     });
 }

@@ -2,26 +2,14 @@
 //!
 //! The count word is checked after each step with the kernel's encoding: bit 0 writer,
 //! bit 1 waiters, bit 2 handoff, readers from bit 8.
-#![cfg(not(loom))]
 
 use std::time::Duration;
 
-use async_rwsem::{Policy, RwLock};
+use crate::{Policy, RwLock};
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 
-const W: usize = 0b001;
-const WAITERS: usize = 0b010;
-const HANDOFF: usize = 0b100;
-const R: usize = 1 << 8;
-
-/// No spinning and no yielding, so that a writer queues on its first poll.
-fn queue_at_once() -> Policy {
-    Policy::new()
-        .writer_spin(Duration::ZERO)
-        .writer_yields(0)
-        .handoff_timeout(Duration::MAX)
-}
+use crate::raw::tests::support::*;
 
 fn lock(policy: Policy) -> RwLock<u32> {
     RwLock::with_policy(0, policy)
@@ -30,17 +18,17 @@ fn lock(policy: Policy) -> RwLock<u32> {
 #[test]
 fn fast_paths_and_idle_value() {
     let l = lock(Policy::new());
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     let r1 = assert_ready!(spawn(l.read()).poll());
     let r2 = assert_ready!(spawn(l.read()).poll());
-    assert_eq!(l.__count_word(), 2 * R);
+    assert_eq!(l.raw.count_word(), 2 * R);
     drop((r1, r2));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     let mut w = assert_ready!(spawn(l.write()).poll());
     *w += 1;
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     drop(w);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
     assert_eq!(*l.try_read().unwrap(), 1);
 }
 
@@ -59,7 +47,7 @@ fn try_locks() {
         "operation would block"
     );
     drop(w);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -68,17 +56,17 @@ fn reader_queues_behind_writer_and_is_granted() {
     let w = l.try_write().unwrap();
     let mut r = spawn(l.read());
     assert_pending!(r.poll());
-    assert_eq!(l.__count_word(), W | WAITERS);
-    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
+    assert_eq!(l.raw.queue_len(), 1);
     assert!(!r.is_woken());
     drop(w);
     // The unlock granted the reader before waking it: the bias is already in the count.
     assert!(r.is_woken());
-    assert_eq!(l.__count_word(), R);
-    assert_eq!(l.__queue_len(), 0);
+    assert_eq!(l.raw.count_word(), R);
+    assert_eq!(l.raw.queue_len(), 0);
     let g = assert_ready!(r.poll());
     drop(g);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -93,21 +81,21 @@ fn writer_spins_then_yields_then_queues() {
     // Spin fails (a reader holds the lock), then the writer yields: it wakes itself.
     assert_pending!(w.poll());
     assert!(w.is_woken());
-    assert_eq!(l.__queue_len(), 0);
+    assert_eq!(l.raw.queue_len(), 0);
     assert_pending!(w.poll());
     assert!(w.is_woken());
-    assert_eq!(l.__queue_len(), 0);
+    assert_eq!(l.raw.queue_len(), 0);
     // Out of yields: it queues and sleeps.
     assert_pending!(w.poll());
     assert!(!w.is_woken());
-    assert_eq!(l.__queue_len(), 1);
-    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_eq!(l.raw.queue_len(), 1);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
     drop(r);
     assert!(w.is_woken());
     let g = assert_ready!(w.poll());
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     drop(g);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -118,7 +106,7 @@ fn writer_takes_the_lock_during_a_yield() {
     assert_pending!(w.poll());
     drop(r);
     let g = assert_ready!(w.poll());
-    assert_eq!(l.__queue_len(), 0);
+    assert_eq!(l.raw.queue_len(), 0);
     drop(g);
 }
 
@@ -131,18 +119,18 @@ fn reader_steals_after_writer_leaves() {
     drop(w1);
     // The head writer is woken, not granted: the lock is free until it runs.
     assert!(w2.is_woken());
-    assert_eq!(l.__count_word(), WAITERS);
+    assert_eq!(l.raw.count_word(), WAITERS);
     // A reader arriving now steals the lock (no writer, no handoff).
     let r = assert_ready!(spawn(l.read()).poll());
-    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
     assert_pending!(w2.poll());
-    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.raw.queue_len(), 1);
     drop(r);
     assert!(w2.is_woken());
     let g = assert_ready!(w2.poll());
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     drop(g);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -155,10 +143,10 @@ fn try_write_fails_while_a_writer_is_queued() {
     assert!(w2.is_woken());
     // The lock is free but a writer is queued: like the kernel's down_write_trylock (one
     // CAS from idle), try_write does not jump the queue.
-    assert_eq!(l.__count_word(), WAITERS);
+    assert_eq!(l.raw.count_word(), WAITERS);
     assert!(l.try_write().is_err());
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -171,8 +159,8 @@ fn readers_queue_behind_reader_owned_lock_when_a_writer_waits() {
     assert!(l.try_read().is_err());
     let mut r2 = spawn(l.read());
     assert_pending!(r2.poll());
-    assert_eq!(l.__queue_len(), 2);
-    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_eq!(l.raw.queue_len(), 2);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
     drop(r1);
     assert!(w.is_woken());
     assert!(!r2.is_woken());
@@ -181,7 +169,7 @@ fn readers_queue_behind_reader_owned_lock_when_a_writer_waits() {
     drop(g);
     assert!(r2.is_woken());
     let _held = assert_ready!(r2.poll());
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
 }
 
 #[test]
@@ -196,12 +184,12 @@ fn all_queued_readers_granted_in_one_wake_writers_skipped() {
     assert_pending!(w2.poll());
     assert_pending!(r2.poll());
     assert_pending!(r3.poll());
-    assert_eq!(l.__queue_len(), 4);
+    assert_eq!(l.raw.queue_len(), 4);
     drop(w);
     assert!(r1.is_woken() && r2.is_woken() && r3.is_woken());
     assert!(!w2.is_woken());
-    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
-    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
+    assert_eq!(l.raw.queue_len(), 1);
     let g1 = assert_ready!(r1.poll());
     let g2 = assert_ready!(r2.poll());
     let g3 = assert_ready!(r3.poll());
@@ -230,7 +218,7 @@ fn reader_wake_batch_limits_one_grant() {
     drop(w);
     let woken = rs.iter().filter(|r| r.is_woken()).count();
     assert_eq!(woken, 2);
-    assert_eq!(l.__count_word(), (2 * R) | WAITERS);
+    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS);
     // The lock is reader-owned, the rest are readers: the next release grants the next batch.
     let g0 = assert_ready!(rs[0].poll());
     let g1 = assert_ready!(rs[1].poll());
@@ -244,28 +232,28 @@ fn handoff_is_set_after_the_timeout_and_honoured() {
     let r = l.try_read().unwrap();
     let mut w = spawn(l.write());
     assert_pending!(w.poll());
-    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
     std::thread::sleep(Duration::from_millis(3));
     // The head is polled (woken for any reason), finds the lock held and has waited past
     // the timeout: it sets HANDOFF.
     assert_pending!(w.poll());
-    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
     // Now nobody but the head gets in: readers queue, writers and try-locks fail.
     let mut r2 = spawn(l.read());
     assert_pending!(r2.poll());
     assert!(l.try_write().is_err());
     assert!(l.try_read().is_err());
-    assert_eq!(l.__queue_len(), 2);
+    assert_eq!(l.raw.queue_len(), 2);
     // The release grants the head writer directly and clears HANDOFF.
     drop(r);
     assert!(w.is_woken());
     assert!(!r2.is_woken());
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     let g = assert_ready!(w.poll());
     drop(g);
     assert!(r2.is_woken());
     let _held = assert_ready!(r2.poll());
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
 }
 
 #[test]
@@ -279,13 +267,13 @@ fn timed_out_head_writer_is_granted_at_release() {
     // it the lock directly, leaving no window for a steal while it is being scheduled.
     drop(w1);
     assert!(w2.is_woken());
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     assert!(l.try_read().is_err());
     assert!(l.try_write().is_err());
     #[cfg(feature = "stats")]
     assert_eq!(l.stats().wlock_handoff, 1);
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -297,23 +285,23 @@ fn woken_head_writer_that_loses_a_race_gets_the_handoff() {
     drop(w1);
     // Within the timeout the head is woken to compete, not granted.
     assert!(w2.is_woken());
-    assert_eq!(l.__count_word(), WAITERS);
+    assert_eq!(l.raw.count_word(), WAITERS);
     // A reader arriving first steals the lock (no writer, no handoff).
     let r = assert_ready!(spawn(l.read()).poll());
     // The woken head finds the lock taken: it lost a race, and asks for the handoff at
     // once, whatever the timeout.
     assert_pending!(w2.poll());
-    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
     let mut r2 = spawn(l.read());
     assert_pending!(r2.poll());
     drop(r);
     // The release grants the head directly: a head loses at most one race per wake-up.
     assert!(w2.is_woken());
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     drop(assert_ready!(w2.poll()));
     assert!(r2.is_woken());
     drop(assert_ready!(r2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -330,14 +318,14 @@ fn reader_head_requests_handoff_when_a_writer_holds_the_lock() {
     // it asks for a handoff instead.
     drop(w2);
     assert!(!r.is_woken());
-    assert_eq!(l.__count_word(), W | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), W | WAITERS | HANDOFF);
     assert!(l.try_read().is_err());
     #[cfg(feature = "stats")]
     assert_eq!(l.stats().rlock_handoff, 1);
     // The release grants the reader and clears both bits.
     drop(w1);
     assert!(r.is_woken());
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     let _held = assert_ready!(r.poll());
 }
 
@@ -351,7 +339,7 @@ fn handoff_disabled_never_sets_the_bit() {
     drop(w1);
     let r = assert_ready!(spawn(l.read()).poll());
     assert_pending!(w2.poll());
-    assert_eq!(l.__count_word() & HANDOFF, 0);
+    assert_eq!(l.raw.count_word() & HANDOFF, 0);
     drop(r);
     drop(assert_ready!(w2.poll()));
 }
@@ -365,10 +353,10 @@ fn cancel_before_first_poll_and_while_yielding() {
     let mut w = spawn(l.write());
     assert_pending!(w.poll());
     drop(w);
-    assert_eq!(l.__count_word(), R);
-    assert_eq!(l.__queue_len(), 0);
+    assert_eq!(l.raw.count_word(), R);
+    assert_eq!(l.raw.queue_len(), 0);
     drop(r);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -380,13 +368,13 @@ fn cancel_queued_reader_and_writer() {
     assert_pending!(r.poll());
     assert_pending!(w.poll());
     drop(w);
-    assert_eq!(l.__queue_len(), 1);
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.queue_len(), 1);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     drop(r);
-    assert_eq!(l.__queue_len(), 0);
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.queue_len(), 0);
+    assert_eq!(l.raw.count_word(), W);
     drop(g);
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -404,7 +392,7 @@ fn cancel_head_passes_the_wake_up_on() {
     drop(w2);
     assert!(w3.is_woken());
     let _held = assert_ready!(w3.poll());
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
 }
 
 #[test]
@@ -418,16 +406,16 @@ fn cancel_head_with_handoff_passes_handoff_to_next_writer() {
     std::thread::sleep(Duration::from_millis(3));
     // A spurious re-poll of the head: lock held, timed out: HANDOFF.
     assert_pending!(w2.poll());
-    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
     drop(w2);
     // The next head inherits the handoff.
-    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
-    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
+    assert_eq!(l.raw.queue_len(), 1);
     assert!(l.try_write().is_err());
     drop(r);
     // ... and is granted the lock directly at the release.
     assert!(w3.is_woken());
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
     drop(assert_ready!(w3.poll()));
 }
 
@@ -441,12 +429,12 @@ fn cancel_head_with_handoff_grants_next_reader() {
     assert_pending!(w.poll());
     let mut r2 = spawn(l.read());
     assert_pending!(r2.poll());
-    assert_eq!(l.__count_word(), R | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
     drop(w);
     // The reader head is granted beside the owning reader; the queue is empty, so both
     // bits go.
     assert!(r2.is_woken());
-    assert_eq!(l.__count_word(), 2 * R);
+    assert_eq!(l.raw.count_word(), 2 * R);
     drop(assert_ready!(r2.poll()));
     drop(r);
 }
@@ -461,12 +449,12 @@ fn cancel_granted_but_unpolled_reader_releases() {
     assert_pending!(w2.poll());
     drop(g);
     assert!(r.is_woken());
-    assert_eq!(l.__count_word(), R | WAITERS);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
     // Granted, never polled: dropping it releases the read lock and wakes the writer.
     drop(r);
     assert!(w2.is_woken());
     let _held = assert_ready!(w2.poll());
-    assert_eq!(l.__count_word(), W);
+    assert_eq!(l.raw.count_word(), W);
 }
 
 #[test]
@@ -482,11 +470,11 @@ fn cancel_granted_but_unpolled_writer_releases() {
     drop(r);
     // Granted directly under handoff.
     assert!(w.is_woken());
-    assert_eq!(l.__count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
     drop(w);
     assert!(r2.is_woken());
     let _held = assert_ready!(r2.poll());
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
 }
 
 #[test]
@@ -497,7 +485,7 @@ fn repoll_keeps_one_queue_entry_and_latest_waker() {
     for _ in 0..5 {
         assert_pending!(r.poll());
     }
-    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.raw.queue_len(), 1);
     drop(g);
     assert!(r.is_woken());
     drop(assert_ready!(r.poll()));
@@ -555,14 +543,14 @@ fn downgrade_grants_queued_readers_not_writers() {
     // Both queued readers are granted with the downgrade; the writer stays queued.
     assert!(r1.is_woken() && r2.is_woken());
     assert!(!w2.is_woken());
-    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
+    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
     let g1 = assert_ready!(r1.poll());
     let g2 = assert_ready!(r2.poll());
     assert!(l.try_write().is_err());
     drop((r, g1, g2));
     assert!(w2.is_woken());
     drop(assert_ready!(w2.poll()));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -570,10 +558,10 @@ fn downgrade_with_nobody_waiting() {
     let l = lock(Policy::new());
     let w = l.try_write().unwrap();
     let r = w.downgrade();
-    assert_eq!(l.__count_word(), R);
+    assert_eq!(l.raw.count_word(), R);
     let r2 = l.try_read().unwrap();
     drop((r, r2));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -584,15 +572,15 @@ fn max_readers_queues_the_extra_reader_and_grants_it_a_freed_slot() {
     assert!(l.try_read().is_err());
     let mut c = spawn(l.read());
     assert_pending!(c.poll());
-    assert_eq!(l.__count_word(), (2 * R) | WAITERS);
-    assert_eq!(l.__queue_len(), 1);
+    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS);
+    assert_eq!(l.raw.queue_len(), 1);
     // One reader leaves: the slot goes to the queued one.
     drop(a);
     assert!(c.is_woken());
-    assert_eq!(l.__count_word(), 2 * R);
+    assert_eq!(l.raw.count_word(), 2 * R);
     let c = assert_ready!(c.poll());
     drop((b, c));
-    assert_eq!(l.__count_word(), 0);
+    assert_eq!(l.raw.count_word(), 0);
 }
 
 #[test]
@@ -605,11 +593,11 @@ fn max_readers_limits_a_batch_grant() {
     }
     drop(w);
     assert_eq!(rs.iter().filter(|r| r.is_woken()).count(), 3);
-    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
+    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
     let g0 = assert_ready!(rs[0].poll());
     drop(g0);
     assert!(rs[3].is_woken() && !rs[4].is_woken());
-    assert_eq!(l.__count_word(), (3 * R) | WAITERS);
+    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
 }
 
 #[test]
@@ -623,12 +611,12 @@ fn reader_overflow_is_a_clear_panic_not_a_wrap() {
     // Put the reader count one below the guard bit, as if 2^55 - 1 readers were inside
     // (the most the count word holds): the next reader gets in, the one after panics, and
     // the count word is left as it was (no wrap into the flag bits).
-    let mut l = lock(Policy::new());
+    let l = lock(Policy::new());
     let full = (usize::MAX >> 1) & !(R - 1); // every reader bit below the guard
     let top = full - R;
-    l.__set_count_word_for_tests(top);
+    l.raw.set_count_for_tests(top);
     let last = assert_ready!(spawn(l.read()).poll());
-    assert_eq!(l.__count_word(), full);
+    assert_eq!(l.raw.count_word(), full);
     let l = std::panic::AssertUnwindSafe(&l);
     let panic = std::panic::catch_unwind(|| {
         let _ = spawn(l.read()).poll();
@@ -637,10 +625,10 @@ fn reader_overflow_is_a_clear_panic_not_a_wrap() {
     let msg = panic.downcast_ref::<&str>().copied().unwrap_or_default();
     assert!(msg.contains("too many readers"), "unexpected panic: {msg}");
     assert_eq!(
-        l.__count_word(),
+        l.raw.count_word(),
         full,
         "the failed reader left its bias behind"
     );
     drop(last);
-    assert_eq!(l.__count_word(), top);
+    assert_eq!(l.raw.count_word(), top);
 }

@@ -10,28 +10,23 @@
 //! that the count word is idle and the queue empty. Handoff timeouts in models are 0, an
 //! hour (never expires inside a model) or `Duration::MAX` only, so that each execution is
 //! deterministic.
-#![cfg(loom)]
 
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use async_rwsem::Policy;
+use crate::Policy;
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::thread;
 
-#[path = "support/loom.rs"]
-#[allow(dead_code)] // each model file uses its own subset
-mod support;
-
-use support::*;
+use super::loom_support::*;
 
 #[test]
 fn two_writers() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let l2 = Arc::clone(&l);
         let t = thread::spawn(move || block_on(async { l2.write().await.bump() }));
         block_on(async { l.write().await.bump() });
@@ -61,7 +56,7 @@ fn two_writers_spinning_and_yielding() {
 #[test]
 fn reader_and_writer() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let l2 = Arc::clone(&l);
         let t = thread::spawn(move || block_on(async { l2.read().await.get() }));
         block_on(async { l.write().await.bump() });
@@ -74,7 +69,7 @@ fn reader_and_writer() {
 #[test]
 fn two_readers_and_a_writer() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let ts: Vec<_> = (0..2)
             .map(|_| {
                 let l = Arc::clone(&l);
@@ -92,7 +87,7 @@ fn two_readers_and_a_writer() {
 #[test]
 fn queued_writer_cancelled_while_lock_released() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         let l2 = Arc::clone(&l);
         let t = thread::spawn(move || {
@@ -111,7 +106,7 @@ fn queued_writer_cancelled_while_lock_released() {
 #[test]
 fn queued_reader_cancelled_while_lock_released_wakes_next() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         // A reader queued first, then a writer behind it (on this thread).
         let l2 = Arc::clone(&l);
@@ -132,7 +127,7 @@ fn queued_reader_cancelled_while_lock_released_wakes_next() {
 #[test]
 fn granted_reader_dropped_before_polled() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         let l2 = Arc::clone(&l);
         // Queued while `g` is held (in most executions), then dropped without a second
@@ -155,7 +150,7 @@ fn granted_reader_dropped_before_polled() {
 #[test]
 fn handoff_granted_to_head_writer() {
     loom::model(|| {
-        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
         let g = l.try_read().unwrap();
         let l2 = Arc::clone(&l);
         let w = thread::spawn(move || block_on(async { l2.write().await.bump() }));
@@ -171,7 +166,7 @@ fn handoff_granted_to_head_writer() {
 #[test]
 fn handoff_head_cancelled_passes_on() {
     loom::model(|| {
-        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
         let g = l.try_read().unwrap();
         let l2 = Arc::clone(&l);
         let t = thread::spawn(move || {
@@ -193,7 +188,7 @@ fn handoff_head_cancelled_passes_on() {
 #[test]
 fn woken_writer_cancelled_passes_the_wake_up_on() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         let l2 = Arc::clone(&l);
         // The head writer: queued, maybe woken by `drop(g)`, then dropped unpolled.
@@ -214,7 +209,7 @@ fn woken_writer_cancelled_passes_the_wake_up_on() {
 #[test]
 fn downgrade_grants_queued_reader() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         g.bump();
         let l2 = Arc::clone(&l);
@@ -238,7 +233,7 @@ fn batch_grant_two_readers_behind_writer() {
         // after its release. The release grants both readers in one batch; the writer
         // comes after both, or (no handoff, and polled while the release has left the lock
         // free and not yet granted the readers) before both, never in between.
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         g.bump();
         let left = Arc::new(AtomicUsize::new(0));
@@ -284,7 +279,7 @@ fn reader_steals_from_woken_writer() {
     loom::model(|| {
         // No handoff: a reader arriving while the woken writer is not yet running may
         // steal the lock; its release must wake the writer again.
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         g.bump();
         let l2 = Arc::clone(&l);
@@ -306,7 +301,7 @@ fn woken_writer_that_loses_to_a_reader_gets_the_handoff() {
         // The default rule: a woken head that finds the lock taken asks for the handoff at
         // once. A timeout of an hour never expires within a model, so each execution is
         // deterministic and only the lost race can set HANDOFF.
-        let l = lock(queueing().handoff_timeout(Duration::from_secs(3600)));
+        let l = lock(queue_at_once().handoff_timeout(Duration::from_secs(3600)));
         let g = l.try_write().unwrap();
         g.bump();
         let l2 = Arc::clone(&l);
@@ -325,7 +320,7 @@ fn woken_writer_that_loses_to_a_reader_gets_the_handoff() {
 #[test]
 fn handoff_inherited_after_cancel_then_granted() {
     loom::model(|| {
-        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
         let g = l.try_read().unwrap();
         let l2 = Arc::clone(&l);
         // The head writer: queues and (the lock held, timeout 0) sets HANDOFF in its
@@ -350,7 +345,7 @@ fn handoff_inherited_after_cancel_then_granted() {
 #[test]
 fn handoff_inherited_by_reader_then_granted_on_write_release() {
     loom::model(|| {
-        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
         let g = l.try_write().unwrap();
         g.bump();
         let l2 = Arc::clone(&l);
@@ -372,7 +367,7 @@ fn handoff_inherited_by_reader_then_granted_on_write_release() {
 #[test]
 fn owned_guard_moved_across_threads() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = block_on(Arc::clone(&l).write_owned());
         g.bump();
         let l2 = Arc::clone(&l);
@@ -392,7 +387,7 @@ fn owned_guard_moved_across_threads() {
 #[test]
 fn try_write_while_queued_fails_or_waits() {
     loom::model(|| {
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         g.bump();
         let queued = Arc::new(AtomicBool::new(false));
@@ -448,7 +443,7 @@ fn two_readers_race_a_woken_writer() {
         // As `reader_steals_from_woken_writer`, with `main` as a second reader arriving
         // right after its release: one reader may steal, the other must not join it past
         // the queued writer for good.
-        let l = lock(queueing());
+        let l = lock(queue_at_once());
         let g = l.try_write().unwrap();
         g.bump();
         let l2 = Arc::clone(&l);
@@ -471,7 +466,7 @@ fn handoff_granted_writer_dropped_before_polled() {
     loom::model(|| {
         // Timeout 0: the release grants the head writer the lock directly; its future is
         // dropped without a second poll and must release the lock to the next writer.
-        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
         let g = l.try_write().unwrap();
         let l2 = Arc::clone(&l);
         let t = thread::spawn(move || {
@@ -496,7 +491,7 @@ fn reader_wake_batch_of_one() {
     loom::model(|| {
         // One reader per wake-up: the second queued reader is granted by a later release
         // (or steals), never left behind.
-        let l = lock(queueing().reader_wake_batch(1));
+        let l = lock(queue_at_once().reader_wake_batch(1));
         let g = l.try_write().unwrap();
         g.bump();
         let rs: Vec<_> = (0..2)
@@ -518,7 +513,7 @@ fn spinning_reader_against_writers() {
     loom::model(|| {
         // A reader that spins on a write-locked lock (bounded by rounds under loom), with
         // a writer queued beside it.
-        let l = lock(queueing().reader_spin(Duration::from_micros(1)));
+        let l = lock(queue_at_once().reader_spin(Duration::from_micros(1)));
         let g = l.try_write().unwrap();
         g.bump();
         let l2 = Arc::clone(&l);
@@ -540,7 +535,7 @@ fn downgrade_with_queued_writer_under_handoff() {
         // Timeout 0, a reader and a writer queued in either order behind the writer: the
         // downgrade grants a reader at the head (clearing the handoff it asked for) and
         // never the writer, which gets the lock when the last reader leaves.
-        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
         let g = l.try_write().unwrap();
         g.bump();
         let l2 = Arc::clone(&l);
@@ -566,7 +561,7 @@ fn downgrade_with_queued_writer_under_handoff() {
 #[test]
 fn handoff_zero_queued_writer_does_not_overtake_reader_head() {
     loom::model(|| {
-        let l = lock(queueing().handoff_timeout(Duration::ZERO));
+        let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
         let g = l.try_write().unwrap();
         // Queue [reader, writer] from `main`, in that order.
         let mut reader = Box::pin(Arc::clone(&l).read_owned());

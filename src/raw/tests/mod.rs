@@ -1,0 +1,50 @@
+//! The crate's own tests of the lock's transitions, with access to the count word and the
+//! wait queue: one poll at a time with `tokio-test` (`transitions`, `upgradable`), and the
+//! loom models (`loom_*`, under `--cfg loom`).
+//!
+//! The typed layer's tests are in `crate::rwlock::tests`; both use [`support`].
+
+#[cfg(not(loom))]
+mod transitions;
+#[cfg(not(loom))]
+mod upgradable;
+
+#[cfg(loom)]
+mod loom_models;
+#[cfg(loom)]
+mod loom_support;
+#[cfg(loom)]
+mod loom_upgrade;
+
+/// What every test module of the crate shares: the count word's bits under short names,
+/// the policies the tests run under, and the idle check.
+pub(crate) mod support {
+    use std::time::Duration;
+
+    pub(crate) use crate::raw::count::{HANDOFF, WAITERS};
+    use crate::raw::count::{READER_BIAS, UPGRADABLE, WRITER_LOCKED};
+    use crate::{Policy, RwLock};
+
+    /// `WRITER_LOCKED`.
+    pub(crate) const W: usize = WRITER_LOCKED;
+    /// `READER_BIAS`: one reader.
+    pub(crate) const R: usize = READER_BIAS;
+    /// `UPGRADABLE`.
+    pub(crate) const UPG: usize = UPGRADABLE;
+
+    /// No spinning and no yielding, so that a writer queues on its first poll; no handoff,
+    /// so that nothing depends on time: the smallest state space.
+    pub(crate) fn queue_at_once() -> Policy {
+        Policy::new()
+            .writer_spin(Duration::ZERO)
+            .writer_yields(0)
+            .handoff_timeout(Duration::MAX)
+    }
+
+    /// The lock is unlocked and nobody waits: the count word is 0, the queue empty.
+    #[track_caller]
+    pub(crate) fn assert_idle<T: ?Sized>(lock: &RwLock<T>) {
+        assert_eq!(lock.raw.count_word(), 0, "count word not idle");
+        assert_eq!(lock.raw.queue_len(), 0, "waiters left queued");
+    }
+}

@@ -1,0 +1,499 @@
+//! Panic safety: foreign code that the lock runs (a waker's `clone`, `wake` and `drop`,
+//! the protected value's `Drop`, the closures of `map`) may panic. After the panic is
+//! caught, no guard may exist beside a conflicting one, no reader bias or flag may be left
+//! in the count word, every waiter that was granted the lock must have been woken, and
+//! the lock must be usable and idle at the end. CI also runs this file under valgrind,
+//! which catches a node left linked in freed memory.
+//!
+//! (The `tracing` subscriber's panics are in `tests/tracing.rs`.)
+#![cfg(not(loom))]
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::time::Duration;
+
+use async_rwsem::{OwnedRwLockWriteGuard, Policy, RwLock, RwLockUpgradableReadGuard};
+
+mod support;
+use support::assert_idle;
+
+/// What a [`probe_waker`] does and has done. Each flag makes the matching waker call
+/// panic (after doing its work, for `wake` and `drop`).
+#[derive(Default)]
+struct Probe {
+    panic_clone: AtomicBool,
+    panic_wake: AtomicBool,
+    panic_drop: AtomicBool,
+    wakes: AtomicUsize,
+}
+
+impl Probe {
+    fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn wakes(&self) -> usize {
+        self.wakes.load(SeqCst)
+    }
+}
+
+/// A waker over `probe` whose calls panic on demand. `Arc::strong_count(probe)` counts
+/// the live clones, so a test can tell that no waker was leaked or dropped twice.
+fn probe_waker(probe: &Arc<Probe>) -> Waker {
+    let data = Arc::into_raw(Arc::clone(probe)).cast::<()>();
+    // SAFETY: `data` is an `Arc<Probe>` turned into a pointer, as the vtable expects.
+    unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) }
+}
+
+static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
+
+/// # Safety
+/// `data` comes from `probe_waker` (an `Arc<Probe>` pointer with a count of its own).
+unsafe fn probe<'a>(data: *const ()) -> &'a Probe {
+    // SAFETY: the caller's contract: the pointer is a live `Arc<Probe>`.
+    unsafe { &*data.cast::<Probe>() }
+}
+
+unsafe fn clone(data: *const ()) -> RawWaker {
+    // SAFETY: vtable contract.
+    if unsafe { probe(data) }.panic_clone.load(SeqCst) {
+        panic!("Waker::clone panics");
+    }
+    // SAFETY: `data` is a live `Arc<Probe>`; the clone owns one more count.
+    unsafe { Arc::increment_strong_count(data.cast::<Probe>()) };
+    RawWaker::new(data, &VTABLE)
+}
+
+unsafe fn wake(data: *const ()) {
+    // SAFETY: vtable contract: `wake` consumes this waker's count.
+    let probe = unsafe { Arc::from_raw(data.cast::<Probe>()) };
+    probe.wakes.fetch_add(1, SeqCst);
+    let panic_wake = probe.panic_wake.load(SeqCst);
+    let panic_drop = probe.panic_drop.load(SeqCst);
+    drop(probe);
+    if panic_wake || panic_drop {
+        panic!("Waker::wake panics");
+    }
+}
+
+unsafe fn wake_by_ref(data: *const ()) {
+    // SAFETY: vtable contract.
+    let probe = unsafe { probe(data) };
+    probe.wakes.fetch_add(1, SeqCst);
+    if probe.panic_wake.load(SeqCst) {
+        panic!("Waker::wake_by_ref panics");
+    }
+}
+
+unsafe fn drop_waker(data: *const ()) {
+    // SAFETY: vtable contract: `drop` consumes this waker's count.
+    let probe = unsafe { Arc::from_raw(data.cast::<Probe>()) };
+    let panic_drop = probe.panic_drop.load(SeqCst);
+    drop(probe);
+    if panic_drop {
+        panic!("Waker::drop panics");
+    }
+}
+
+fn poll_with<F: Future>(fut: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
+    fut.poll(&mut Context::from_waker(waker))
+}
+
+/// Polls and expects the poll to panic; the panic is caught.
+fn poll_panics<F: Future>(fut: Pin<&mut F>, waker: &Waker) {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let _ = poll_with(fut, waker);
+    }));
+    assert!(result.is_err(), "the poll was expected to panic");
+}
+
+/// Runs `f` and expects it to panic; the panic is caught.
+#[track_caller]
+fn panics(f: impl FnOnce()) {
+    assert!(
+        catch_unwind(AssertUnwindSafe(f)).is_err(),
+        "expected a panic"
+    );
+}
+
+/// Writers queue at once (no spin, no yield) and no handoff: every test is deterministic.
+fn queue_at_once() -> Policy {
+    Policy::new()
+        .writer_spin(Duration::ZERO)
+        .writer_yields(0)
+        .handoff_timeout(Duration::MAX)
+}
+
+fn lock() -> RwLock<u32> {
+    RwLock::with_policy(0, queue_at_once())
+}
+
+// ---------------------------------------------------------------------------------------
+// `Waker::clone` panics where an acquire queues.
+
+#[test]
+fn reader_queueing_with_a_panicking_clone_leaves_no_bias() {
+    let l = lock();
+    let probe = Probe::new();
+    probe.panic_clone.store(true, SeqCst);
+    let waker = probe_waker(&probe);
+    let w = l.try_write().unwrap();
+    {
+        let read = pin!(l.read());
+        poll_panics(read, &waker);
+        assert!(l.try_read().is_err(), "a reader got in beside the writer");
+    }
+    drop(w);
+    // A bias left in the count would keep every writer out from now on.
+    assert_idle(&l);
+    drop(waker);
+    assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+}
+
+#[test]
+fn writer_queueing_with_a_panicking_clone_leaves_nothing_queued() {
+    let l = lock();
+    let probe = Probe::new();
+    probe.panic_clone.store(true, SeqCst);
+    let waker = probe_waker(&probe);
+    let r = l.try_read().unwrap();
+    {
+        let write = pin!(l.write());
+        poll_panics(write, &waker);
+        assert!(l.try_write().is_err());
+    }
+    // No `WAITERS` left behind: a new reader still takes the fast path.
+    let r2 = l.try_read().unwrap();
+    drop((r, r2));
+    assert_idle(&l);
+    drop(waker);
+    assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+}
+
+#[test]
+fn upgradable_reader_queueing_with_a_panicking_clone_leaves_nothing_queued() {
+    let l = lock();
+    let probe = Probe::new();
+    probe.panic_clone.store(true, SeqCst);
+    let waker = probe_waker(&probe);
+    let up = l.try_upgradable_read().unwrap();
+    {
+        let second = pin!(l.upgradable_read());
+        poll_panics(second, &waker);
+    }
+    let r = l.try_read().unwrap();
+    drop((up, r));
+    assert_idle(&l);
+    drop(waker);
+    assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+}
+
+#[test]
+fn upgrade_repolled_after_a_panicking_clone_still_waits_for_the_readers() {
+    let l = lock();
+    let probe = Probe::new();
+    let waker = probe_waker(&probe);
+    let up = l.try_upgradable_read().unwrap();
+    let r = l.try_read().unwrap();
+    let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
+    probe.panic_clone.store(true, SeqCst);
+    poll_panics(upgrade.as_mut(), &waker);
+    probe.panic_clone.store(false, SeqCst);
+    // The reader `r` is still inside: the upgrade must wait, not hand out `&mut` beside
+    // `&`.
+    assert!(poll_with(upgrade.as_mut(), &waker).is_pending());
+    assert_eq!(*r, 0);
+    drop(r);
+    assert_eq!(
+        probe.wakes(),
+        1,
+        "the last reader out must wake the upgrade"
+    );
+    let Poll::Ready(mut w) = poll_with(upgrade.as_mut(), &waker) else {
+        panic!("the upgrade was granted and woken, yet is not ready");
+    };
+    *w = 1;
+    assert!(l.try_read().is_err());
+    drop(w);
+    assert_idle(&l);
+    assert_eq!(*l.try_read().unwrap(), 1);
+}
+
+#[test]
+fn upgrade_dropped_after_a_panicking_clone_releases_the_lock() {
+    let l = lock();
+    let probe = Probe::new();
+    probe.panic_clone.store(true, SeqCst);
+    let waker = probe_waker(&probe);
+    let up = l.try_upgradable_read().unwrap();
+    let r = l.try_read().unwrap();
+    {
+        let upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
+        poll_panics(upgrade, &waker);
+    }
+    drop(r);
+    assert_idle(&l);
+}
+
+#[test]
+fn repoll_with_a_new_panicking_waker_keeps_the_node_consistent() {
+    // A queued upgrade (a future that may be polled again after a panic) is re-polled by
+    // a task whose waker panics when cloned; then by a sound one.
+    let l = lock();
+    let first = Probe::new();
+    let bad = Probe::new();
+    bad.panic_clone.store(true, SeqCst);
+    let up = l.try_upgradable_read().unwrap();
+    let r = l.try_read().unwrap();
+    let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
+    assert!(poll_with(upgrade.as_mut(), &probe_waker(&first)).is_pending());
+    poll_panics(upgrade.as_mut(), &probe_waker(&bad));
+    assert!(poll_with(upgrade.as_mut(), &probe_waker(&first)).is_pending());
+    drop(r);
+    assert_eq!(first.wakes(), 1);
+    assert!(poll_with(upgrade.as_mut(), &probe_waker(&first)).is_ready());
+    assert_idle(&l);
+    assert_eq!(Arc::strong_count(&first), 1, "a waker was leaked");
+    assert_eq!(Arc::strong_count(&bad), 1, "a waker was leaked");
+}
+
+#[test]
+fn queued_writer_repolled_with_a_panicking_waker_can_still_be_cancelled() {
+    let l = lock();
+    let good = Probe::new();
+    let bad = Probe::new();
+    bad.panic_clone.store(true, SeqCst);
+    let r = l.try_read().unwrap();
+    {
+        let mut write = pin!(l.write());
+        assert!(poll_with(write.as_mut(), &probe_waker(&good)).is_pending());
+        poll_panics(write, &probe_waker(&bad));
+    }
+    drop(r);
+    assert_idle(&l);
+    assert_eq!(Arc::strong_count(&good), 1, "the queued waker was leaked");
+}
+
+// ---------------------------------------------------------------------------------------
+// `Waker::wake` panics where the lock wakes its waiters.
+
+#[test]
+fn a_panicking_wake_does_not_keep_the_other_granted_readers_asleep() {
+    let l = lock();
+    let probes = [Probe::new(), Probe::new(), Probe::new()];
+    let w = l.try_write().unwrap();
+    let mut r0 = pin!(l.read());
+    let mut r1 = pin!(l.read());
+    let mut r2 = pin!(l.read());
+    assert!(poll_with(r0.as_mut(), &probe_waker(&probes[0])).is_pending());
+    assert!(poll_with(r1.as_mut(), &probe_waker(&probes[1])).is_pending());
+    assert!(poll_with(r2.as_mut(), &probe_waker(&probes[2])).is_pending());
+    probes[1].panic_wake.store(true, SeqCst);
+    // The release grants all three readers, then wakes them; one wake panics.
+    panics(|| drop(w));
+    for (i, probe) in probes.iter().enumerate() {
+        assert_eq!(probe.wakes(), 1, "granted reader {i} was not woken");
+    }
+    probes[1].panic_wake.store(false, SeqCst);
+    assert!(l.try_write().is_err());
+    let g0 = match poll_with(r0, &probe_waker(&probes[0])) {
+        Poll::Ready(g) => g,
+        Poll::Pending => panic!("reader 0 not granted"),
+    };
+    let g1 = match poll_with(r1, &probe_waker(&probes[1])) {
+        Poll::Ready(g) => g,
+        Poll::Pending => panic!("reader 1 not granted"),
+    };
+    let g2 = match poll_with(r2, &probe_waker(&probes[2])) {
+        Poll::Ready(g) => g,
+        Poll::Pending => panic!("reader 2 not granted"),
+    };
+    assert!(l.try_write().is_err());
+    drop((g0, g1, g2));
+    assert_idle(&l);
+    for probe in &probes {
+        assert_eq!(Arc::strong_count(probe), 1, "a waker was leaked");
+    }
+}
+
+#[test]
+fn a_panicking_wake_of_a_writer_leaves_it_able_to_take_the_lock() {
+    let l = lock();
+    let probe = Probe::new();
+    let r = l.try_read().unwrap();
+    let mut write = pin!(l.write());
+    assert!(poll_with(write.as_mut(), &probe_waker(&probe)).is_pending());
+    probe.panic_wake.store(true, SeqCst);
+    panics(|| drop(r));
+    assert_eq!(probe.wakes(), 1);
+    probe.panic_wake.store(false, SeqCst);
+    let Poll::Ready(mut w) = poll_with(write, &probe_waker(&probe)) else {
+        panic!("the woken writer could not take the free lock");
+    };
+    *w += 1;
+    assert!(l.try_read().is_err());
+    drop(w);
+    assert_idle(&l);
+    assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+}
+
+#[test]
+fn a_panicking_wake_of_an_upgrade_leaves_it_granted() {
+    let l = lock();
+    let probe = Probe::new();
+    let up = l.try_upgradable_read().unwrap();
+    let r = l.try_read().unwrap();
+    let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
+    assert!(poll_with(upgrade.as_mut(), &probe_waker(&probe)).is_pending());
+    probe.panic_wake.store(true, SeqCst);
+    panics(|| drop(r));
+    assert_eq!(probe.wakes(), 1);
+    assert!(
+        l.try_read().is_err(),
+        "the upgrade holds the write lock now"
+    );
+    assert!(poll_with(upgrade, &probe_waker(&probe)).is_ready());
+    assert_idle(&l);
+}
+
+#[test]
+fn a_panicking_self_wake_of_a_yielding_writer_holds_nothing() {
+    let l = RwLock::with_policy(
+        0,
+        Policy::new().writer_spin(Duration::ZERO).writer_yields(2),
+    );
+    let probe = Probe::new();
+    probe.panic_wake.store(true, SeqCst);
+    let r = l.try_read().unwrap();
+    {
+        let write = pin!(l.write());
+        poll_panics(write, &probe_waker(&probe));
+    }
+    assert_eq!(probe.wakes(), 1);
+    let r2 = l.try_read().unwrap();
+    drop((r, r2));
+    assert_idle(&l);
+}
+
+#[test]
+fn a_panicking_waker_drop_in_a_cancel_still_wakes_the_readers_it_granted() {
+    // Readers share the lock; a writer queues, then two readers queue behind it. The
+    // writer's future is dropped: the cancel grants the two readers (the new head) and
+    // drops the writer's waker, which panics. The readers must still be woken.
+    let l = lock();
+    let doomed = Probe::new();
+    let readers = [Probe::new(), Probe::new()];
+    let r = l.try_read().unwrap();
+    let mut w = Box::pin(l.write());
+    let mut r1 = pin!(l.read());
+    let mut r2 = pin!(l.read());
+    assert!(poll_with(w.as_mut(), &probe_waker(&doomed)).is_pending());
+    assert!(poll_with(r1.as_mut(), &probe_waker(&readers[0])).is_pending());
+    assert!(poll_with(r2.as_mut(), &probe_waker(&readers[1])).is_pending());
+    doomed.panic_drop.store(true, SeqCst);
+    panics(|| drop(w));
+    doomed.panic_drop.store(false, SeqCst);
+    for (i, probe) in readers.iter().enumerate() {
+        assert_eq!(probe.wakes(), 1, "granted reader {i} was not woken");
+    }
+    let Poll::Ready(g1) = poll_with(r1, &probe_waker(&readers[0])) else {
+        panic!("reader 1 not granted");
+    };
+    let Poll::Ready(g2) = poll_with(r2, &probe_waker(&readers[1])) else {
+        panic!("reader 2 not granted");
+    };
+    assert!(l.try_write().is_err());
+    drop((r, g1, g2));
+    assert_idle(&l);
+}
+
+// ---------------------------------------------------------------------------------------
+// The protected value's `Drop` and the `map` closures panic.
+
+/// Panics when dropped while armed.
+struct Bomb {
+    armed: bool,
+    id: u32,
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            panic!("Bomb {} dropped", self.id);
+        }
+    }
+}
+
+#[test]
+fn a_panicking_drop_of_the_value_inside_a_write_section_releases_the_lock() {
+    let l = RwLock::new(Bomb { armed: true, id: 1 });
+    panics(|| {
+        let mut w = l.try_write().unwrap();
+        *w = Bomb {
+            armed: false,
+            id: 2,
+        }; // drops the armed one here
+    });
+    assert_idle(&l);
+    assert_eq!(l.try_read().unwrap().id, 2);
+}
+
+#[test]
+fn a_panicking_drop_of_the_last_arc_after_an_owned_guard() {
+    let lock = Arc::new(RwLock::new(Bomb { armed: true, id: 1 }));
+    let guard = Arc::clone(&lock).try_write_owned().unwrap();
+    drop(lock);
+    // The guard holds the last `Arc`: its drop releases the lock, then drops the value,
+    // which panics. valgrind checks that nothing is freed twice or leaked.
+    panics(|| drop(guard));
+}
+
+#[test]
+fn panicking_map_closures_release_the_lock() {
+    let l = RwLock::new((1, 2));
+    panics(|| {
+        let _ = async_rwsem::RwLockReadGuard::map(l.try_read().unwrap(), |_| -> &u32 {
+            panic!("map closure")
+        });
+    });
+    panics(|| {
+        let _ = async_rwsem::RwLockWriteGuard::map(l.try_write().unwrap(), |_| -> &mut u32 {
+            panic!("map closure")
+        });
+    });
+    panics(|| {
+        let _ = async_rwsem::RwLockWriteGuard::downgrade_map(l.try_write().unwrap(), |_| -> &u32 {
+            panic!("map closure")
+        });
+    });
+    let lock = Arc::new(RwLock::new((1, 2)));
+    panics(|| {
+        let _ = OwnedRwLockWriteGuard::map(
+            Arc::clone(&lock).try_write_owned().unwrap(),
+            |_| -> &mut u32 { panic!("map closure") },
+        );
+    });
+    assert_idle(&l);
+    assert_idle(&lock);
+}
+
+#[test]
+fn a_panic_inside_a_section_that_awaits_releases_the_lock() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let l = Arc::new(lock());
+    let l2 = Arc::clone(&l);
+    let task = rt.spawn(async move {
+        let _w = l2.write().await;
+        tokio::task::yield_now().await;
+        panic!("section panics");
+    });
+    assert!(rt.block_on(task).unwrap_err().is_panic());
+    assert_idle(&l);
+}
