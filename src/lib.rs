@@ -128,7 +128,7 @@
 //! | `get_mut`, `into_inner`, `Default`, `From<T>`, `Debug` | the same | |
 //! | `TryLockError` | the same name, this crate's type | |
 //! | `RwLockReadGuard::{map, try_map}` | the same | |
-//! | `RwLockWriteGuard::{map, try_map, into_mapped, downgrade, downgrade_map, try_downgrade_map}` | the same | `downgrade` and `downgrade_map` grant every queued reader at once, never a queued writer |
+//! | `RwLockWriteGuard::{map, try_map, into_mapped, downgrade, downgrade_map, try_downgrade_map}` | the same | `downgrade` and `downgrade_map` grant every queued reader at once (never a queued writer) when a reader heads the queue, and none when a writer does (the kernel's `downgrade_write`); tokio's queue is strictly ordered |
 //! | `RwLockMappedWriteGuard::{map, try_map}` | the same | |
 //! | `OwnedRwLockReadGuard<T, U = T>`, `OwnedRwLockWriteGuard<T>`, `OwnedRwLockMappedWriteGuard<T, U = T>`, with `map`, `try_map`, `downgrade*` and `rwlock` | the same | |
 //! | `tokio::time::timeout(d, lock.read())` | that, or `lock.read_timeout(d)` (feature `tokio`) | |
@@ -209,6 +209,9 @@
     clippy::undocumented_unsafe_blocks
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Under `--cfg loom` only the crate's own models build locks (loom's atomics cannot be
+// built in a `const fn`, so the public constructors are left out there).
+#![cfg_attr(loom, allow(dead_code))]
 
 mod loom;
 mod raw;

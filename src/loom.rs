@@ -1,7 +1,7 @@
 //! The one place the crate takes its atomics, its mutex and its `UnsafeCell` from.
 //!
 //! Under `--cfg loom` they come from [`loom`], which explores every interleaving of the
-//! models in `tests/loom.rs`; otherwise from `std`. Nothing else in the crate names
+//! models in `src/raw/tests/loom_*.rs`; otherwise from `std`. Nothing else in the crate names
 //! `std::sync::atomic` or `std::cell::UnsafeCell` directly, so a model checks the code
 //! that ships.
 

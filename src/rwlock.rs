@@ -67,12 +67,6 @@ pub struct RwLock<T: ?Sized> {
     pub(crate) data: UnsafeCell<T>,
 }
 
-// SAFETY: the lock owns a `T`; moving the lock moves the `T`, which needs `T: Send`.
-unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
-// SAFETY: through `&RwLock<T>` readers on several threads get `&T` at once (`T: Sync`)
-// and a writer gets `&mut T` on any thread (`T: Send`), as for `std::sync::RwLock`.
-unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
-
 /// The error of [`RwLock::try_read`], [`RwLock::try_write`] and their owned forms: the
 /// lock could not be taken without waiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -403,49 +397,169 @@ impl<T> From<T> for RwLock<T> {
     }
 }
 
-/// Compile-time proof of the auto traits, matching `tokio::sync::RwLock`'s.
-#[cfg(not(loom))]
-#[allow(dead_code)]
-fn assert_auto_traits() {
-    use std::sync::Arc;
+// ---------------------------------------------------------------------------------------
+// Auto traits and variance: every `Send`/`Sync` impl of the lock, its guards and its
+// futures, with its reason; the variance of each, below. The bounds are tokio's where
+// tokio has the type (one is looser: a borrowed read guard is `Sync` for `T: Sync`, where
+// tokio also asks `T: Send`), async-lock's for the upgradable guards. `crate::rwlock::tests`
+// asserts every one of them (and `Unpin`) in `bounds()`.
 
-    fn send<T: Send>() {}
-    fn sync<T: Sync>() {}
-    fn send_val<T: Send>(_: &T) {}
-    fn static_val<T: 'static>(_: &T) {}
+// SAFETY: the lock owns a `T`; moving the lock moves the `T`, which needs `T: Send`.
+unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
+// SAFETY: through `&RwLock<T>` readers on several threads get `&T` at once (`T: Sync`)
+// and a writer gets `&mut T` on any thread (`T: Send`), as for `std::sync::RwLock`.
+unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
 
-    send::<RwLock<u8>>();
-    sync::<RwLock<u8>>();
-    send::<RwLockReadGuard<'_, u8>>();
-    sync::<RwLockReadGuard<'_, u8>>();
-    send::<RwLockWriteGuard<'_, u8>>();
-    sync::<RwLockWriteGuard<'_, u8>>();
-    send::<RwLockMappedWriteGuard<'_, u8>>();
-    sync::<RwLockMappedWriteGuard<'_, u8>>();
-    send::<OwnedRwLockReadGuard<u8>>();
-    sync::<OwnedRwLockReadGuard<u8>>();
-    send::<OwnedRwLockReadGuard<(u8, u16), u16>>();
-    sync::<OwnedRwLockReadGuard<(u8, u16), u16>>();
-    send::<OwnedRwLockWriteGuard<u8>>();
-    sync::<OwnedRwLockWriteGuard<u8>>();
-    send::<OwnedRwLockMappedWriteGuard<u8>>();
-    sync::<OwnedRwLockMappedWriteGuard<(u8, u16), u16>>();
-    send::<TryLockError>();
-    sync::<TryLockError>();
+// SAFETY: the guard gives `&T` to whichever thread holds it: sending it is sharing `T`.
+unsafe impl<T: ?Sized + Sync> Send for RwLockReadGuard<'_, T> {}
+// SAFETY: `&guard` gives `&T`.
+unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
 
-    let lock = RwLock::new(0u8);
-    send_val(&lock.read());
-    send_val(&lock.write());
+// SAFETY: the guard gives `&mut T` (needs `Send`) and `&T` (needs `Sync`) to whichever
+// thread holds it.
+unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
+// SAFETY: `&guard` gives `&T`; `Send + Sync` as tokio asks.
+unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockWriteGuard<'_, T> {}
 
-    // Owned acquires and guards hold the `Arc`: `'static` (and `Send`), so they can be
-    // spawned.
-    let lock = Arc::new(RwLock::new(0u8));
-    let read = Arc::clone(&lock).read_owned();
-    let write = Arc::clone(&lock).write_owned();
-    send_val(&read);
-    static_val(&read);
-    send_val(&write);
-    static_val(&write);
-    let guard = Arc::clone(&lock).try_read_owned().unwrap();
-    static_val(&guard);
+// SAFETY: as for `RwLockWriteGuard`.
+unsafe impl<T: ?Sized + Send + Sync> Send for RwLockMappedWriteGuard<'_, T> {}
+// SAFETY: as for `RwLockWriteGuard`.
+unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockMappedWriteGuard<'_, T> {}
+
+// SAFETY: the guard gives `&T` to whichever thread holds it, and can become a write guard
+// there (`&mut T`): `T: Send + Sync`.
+unsafe impl<T: ?Sized + Send + Sync> Send for RwLockUpgradableReadGuard<'_, T> {}
+// SAFETY: `&guard` gives `&T` only.
+unsafe impl<T: ?Sized + Sync> Sync for RwLockUpgradableReadGuard<'_, T> {}
+
+// SAFETY: it resolves to a write guard, which is `Send` for `T: Send + Sync`; the acquire
+// future inside is `Send`.
+unsafe impl<T: ?Sized + Send + Sync> Send for Upgrade<'_, T> {}
+// SAFETY: `&Upgrade` gives no access to the value.
+unsafe impl<T: ?Sized + Send + Sync> Sync for Upgrade<'_, T> {}
+
+// SAFETY: the guard gives `&U` to whichever thread holds it (`U: Sync`), and may drop the
+// last `Arc`, dropping `T` there (`T: Send`) after other threads shared it (`T: Sync`).
+unsafe impl<T, U> Send for OwnedRwLockReadGuard<T, U>
+where
+    T: ?Sized + Send + Sync,
+    U: ?Sized + Sync,
+{
 }
+// SAFETY: `&guard` gives `&U` and `&Arc<RwLock<T>>`.
+unsafe impl<T, U> Sync for OwnedRwLockReadGuard<T, U>
+where
+    T: ?Sized + Send + Sync,
+    U: ?Sized + Send + Sync,
+{
+}
+
+// SAFETY: the guard gives `&mut T` and `&T` to whichever thread holds it, and may drop the
+// last `Arc` there.
+unsafe impl<T: ?Sized + Send + Sync> Send for OwnedRwLockWriteGuard<T> {}
+// SAFETY: `&guard` gives `&T`.
+unsafe impl<T: ?Sized + Send + Sync> Sync for OwnedRwLockWriteGuard<T> {}
+
+// SAFETY: the guard gives `&mut U`/`&U` to whichever thread holds it, and may drop the
+// last `Arc` (and the `T`) there.
+unsafe impl<T, U> Send for OwnedRwLockMappedWriteGuard<T, U>
+where
+    T: ?Sized + Send + Sync,
+    U: ?Sized + Send + Sync,
+{
+}
+// SAFETY: `&guard` gives `&U` and `&Arc<RwLock<T>>`.
+unsafe impl<T, U> Sync for OwnedRwLockMappedWriteGuard<T, U>
+where
+    T: ?Sized + Send + Sync,
+    U: ?Sized + Send + Sync,
+{
+}
+
+// SAFETY: as the borrowed upgradable guard's: it may become a write guard on the thread
+// it is sent to, and may drop the last `Arc` there.
+unsafe impl<T: ?Sized + Send + Sync> Send for OwnedRwLockUpgradableReadGuard<T> {}
+// SAFETY: `&guard` gives `&T` only.
+unsafe impl<T: ?Sized + Send + Sync> Sync for OwnedRwLockUpgradableReadGuard<T> {}
+
+/// The variance of every public type, and the proof for those that hand out `&mut`.
+///
+/// | type | in `'a` | in `T` | in `U` |
+/// |---|---|---|---|
+/// | `RwLock<T>` | | invariant (`UnsafeCell<T>`) | |
+/// | `RwLockReadGuard<'a, T>` | covariant | covariant | |
+/// | `RwLockWriteGuard<'a, T>` | covariant | invariant | |
+/// | `RwLockMappedWriteGuard<'a, T>` | covariant | invariant | |
+/// | `RwLockUpgradableReadGuard<'a, T>` | covariant | invariant (it can become a write guard) | |
+/// | `Upgrade<'a, T>` | covariant | invariant | |
+/// | `OwnedRwLockReadGuard<T, U>` | | invariant (`Arc<RwLock<T>>`) | covariant |
+/// | `OwnedRwLockWriteGuard<T>` | | invariant | |
+/// | `OwnedRwLockMappedWriteGuard<T, U>` | | invariant | invariant |
+/// | `OwnedRwLockUpgradableReadGuard<T>` | | invariant | |
+///
+/// A type that hands out `&mut` to its value must be invariant in it: if a guard over a
+/// `&'static str` could be seen as one over a `&'short str`, safe code could store a
+/// short-lived reference in the lock and read it after it is freed. None of these
+/// compile (each is a `compile_fail` doctest):
+///
+/// ```compile_fail
+/// use async_rwsem::RwLockWriteGuard;
+/// fn shorten<'a, 'b>(g: RwLockWriteGuard<'a, &'static str>) -> RwLockWriteGuard<'a, &'b str> {
+///     g
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use async_rwsem::RwLockMappedWriteGuard;
+/// fn shorten<'a, 'b>(
+///     g: RwLockMappedWriteGuard<'a, &'static str>,
+/// ) -> RwLockMappedWriteGuard<'a, &'b str> {
+///     g
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use async_rwsem::RwLockUpgradableReadGuard;
+/// fn shorten<'a, 'b>(
+///     g: RwLockUpgradableReadGuard<'a, &'static str>,
+/// ) -> RwLockUpgradableReadGuard<'a, &'b str> {
+///     g
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use async_rwsem::Upgrade;
+/// fn shorten<'a, 'b>(g: Upgrade<'a, &'static str>) -> Upgrade<'a, &'b str> {
+///     g
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use async_rwsem::OwnedRwLockWriteGuard;
+/// fn shorten<'b>(g: OwnedRwLockWriteGuard<&'static str>) -> OwnedRwLockWriteGuard<&'b str> {
+///     g
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use async_rwsem::OwnedRwLockMappedWriteGuard;
+/// fn shorten<'b>(
+///     g: OwnedRwLockMappedWriteGuard<(), &'static str>,
+/// ) -> OwnedRwLockMappedWriteGuard<(), &'b str> {
+///     g
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use async_rwsem::OwnedRwLockUpgradableReadGuard;
+/// fn shorten<'b>(
+///     g: OwnedRwLockUpgradableReadGuard<&'static str>,
+/// ) -> OwnedRwLockUpgradableReadGuard<&'b str> {
+///     g
+/// }
+/// ```
+///
+/// The read guards stay covariant, so that a guard over a longer-lived value can be
+/// passed where a shorter one is expected; `bounds()` in the tests compiles that.
+#[allow(dead_code)] // carries the documentation and the doctests above
+const VARIANCE: () = ();

@@ -140,7 +140,7 @@ impl RawRwLock {
 
     /// Starts the count word at `count` (tests only: a lock with readers already "inside"
     /// to reach the overflow guard without billions of guards).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn set_count_for_tests(&self, count: usize) {
         self.count.store(count, Release);
     }
@@ -226,8 +226,9 @@ impl RawRwLock {
         }
     }
 
-    /// Turns the write lock into a read lock in one atomic step and grants the queued
-    /// readers (not the queued writers) the lock beside it (`__downgrade_write`).
+    /// Turns the write lock into a read lock in one atomic step and, if a reader heads the
+    /// queue, grants the queued readers (not the queued writers) the lock beside it; a
+    /// writer at the head keeps its place and the readers behind it (`__downgrade_write`).
     ///
     /// # Safety
     ///

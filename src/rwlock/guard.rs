@@ -32,11 +32,6 @@ pub struct RwLockReadGuard<'a, T: ?Sized> {
     pub(crate) marker: PhantomData<&'a T>,
 }
 
-// SAFETY: the guard gives `&T` to whichever thread holds it: sending it is sharing `T`.
-unsafe impl<T: ?Sized + Sync> Send for RwLockReadGuard<'_, T> {}
-// SAFETY: `&guard` gives `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
-
 impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
     /// Makes a read guard for a part of the locked value. Cannot fail: the lock is already
     /// held, and stays held by the new guard.
@@ -151,15 +146,16 @@ pub struct RwLockWriteGuard<'a, T: ?Sized> {
     pub(crate) marker: PhantomData<&'a mut T>,
 }
 
-// SAFETY: as tokio's: the guard gives `&mut T` (needs `Send`) and `&T` (needs `Sync`) to
-// whichever thread holds it.
-unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
-// SAFETY: `&guard` gives `&T`; required `Send + Sync` as tokio does.
-unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockWriteGuard<'_, T> {}
-
 impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
-    /// Atomically turns the write lock into a read lock, and lets the queued readers in
-    /// beside it (not the queued writers). Nobody can take the write lock in between.
+    /// Atomically turns the write lock into a read lock. Nobody can take the write lock in
+    /// between.
+    ///
+    /// Which waiters get in beside it depends on the head of the queue, as in the
+    /// kernel's `downgrade_write`: if the head is a reader, every queued reader (up to the
+    /// policy's `reader_wake_batch`) is granted the read lock at once, skipping queued
+    /// writers (and at most one queued upgradable reader); if the head is a writer,
+    /// nobody is: the readers queued behind it stay behind it, and it takes the lock when
+    /// the read locks are released.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -176,6 +172,26 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// assert!(lock.try_write().is_err());
     /// assert_eq!(*r, 2);
     /// # }
+    /// ```
+    ///
+    /// With a writer at the head of the queue, the readers behind it wait for it:
+    ///
+    /// ```
+    /// use async_rwsem::{Policy, RwLock};
+    /// use tokio_test::{assert_pending, task::spawn};
+    ///
+    /// // Writers queue on their first poll (no yield), to keep the example short.
+    /// let lock = RwLock::with_policy(0, Policy::new().writer_yields(0));
+    /// let w = lock.try_write().unwrap();
+    /// let mut writer = spawn(lock.write());
+    /// let mut reader = spawn(lock.read());
+    /// assert_pending!(writer.poll());
+    /// assert_pending!(reader.poll());
+    /// let r = w.downgrade();
+    /// assert!(!reader.is_woken()); // behind the queued writer
+    /// drop(r);
+    /// assert!(writer.is_woken());
+    /// # drop(writer.poll());
     /// ```
     pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
         let this = ManuallyDrop::new(self);
@@ -290,8 +306,9 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     }
 
     /// Maps the guard to a part of the value and downgrades it to a read guard of that
-    /// part, in one atomic step: queued readers are let in beside it (not queued
-    /// writers), and nobody can take the write lock in between.
+    /// part, in one atomic step: nobody can take the write lock in between, and the queued
+    /// readers get in beside it as for [`downgrade`](Self::downgrade) (all of them if a
+    /// reader heads the queue, none if a writer does).
     ///
     /// The closure sees the value shared (`&T`), so no exclusive borrow can outlive the
     /// downgrade.
@@ -433,11 +450,6 @@ pub struct RwLockMappedWriteGuard<'a, T: ?Sized> {
     pub(crate) data: NonNull<T>,
     pub(crate) marker: PhantomData<&'a mut T>,
 }
-
-// SAFETY: as for `RwLockWriteGuard` (tokio's bounds).
-unsafe impl<T: ?Sized + Send + Sync> Send for RwLockMappedWriteGuard<'_, T> {}
-// SAFETY: as for `RwLockWriteGuard` (tokio's bounds).
-unsafe impl<T: ?Sized + Send + Sync> Sync for RwLockMappedWriteGuard<'_, T> {}
 
 impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
     /// Maps the guard further, to a part of its part. Cannot fail.

@@ -134,23 +134,6 @@ pub struct OwnedRwLockReadGuard<T: ?Sized, U: ?Sized = T> {
     pub(crate) marker: PhantomData<T>,
 }
 
-// SAFETY: tokio's bounds. The guard gives `&U` to whichever thread holds it (`U: Sync`),
-// and may drop the last `Arc`, dropping `T` there (`T: Send`) after other threads shared
-// it (`T: Sync`).
-unsafe impl<T, U> Send for OwnedRwLockReadGuard<T, U>
-where
-    T: ?Sized + Send + Sync,
-    U: ?Sized + Sync,
-{
-}
-// SAFETY: tokio's bounds: `&guard` gives `&U` and `&Arc<RwLock<T>>`.
-unsafe impl<T, U> Sync for OwnedRwLockReadGuard<T, U>
-where
-    T: ?Sized + Send + Sync,
-    U: ?Sized + Send + Sync,
-{
-}
-
 impl<T: ?Sized> OwnedRwLockReadGuard<T> {
     /// # Safety
     ///
@@ -300,11 +283,6 @@ pub struct OwnedRwLockWriteGuard<T: ?Sized> {
     pub(crate) marker: PhantomData<T>,
 }
 
-// SAFETY: tokio's bounds: the guard gives `&mut T` and `&T` to whichever thread holds it.
-unsafe impl<T: ?Sized + Send + Sync> Send for OwnedRwLockWriteGuard<T> {}
-// SAFETY: tokio's bounds: `&guard` gives `&T`.
-unsafe impl<T: ?Sized + Send + Sync> Sync for OwnedRwLockWriteGuard<T> {}
-
 impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// # Safety
     ///
@@ -326,8 +304,9 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
         unsafe { ptr::read(&this.lock) }
     }
 
-    /// Atomically turns the write lock into a read lock and lets the queued readers in
-    /// beside it (not the queued writers), as [`RwLockWriteGuard::downgrade`].
+    /// Atomically turns the write lock into a read lock, as [`RwLockWriteGuard::downgrade`]
+    /// (the queued readers get in beside it if a reader heads the queue, none if a writer
+    /// does).
     ///
     /// [`RwLockWriteGuard::downgrade`]: crate::RwLockWriteGuard::downgrade
     ///
@@ -603,22 +582,6 @@ pub struct OwnedRwLockMappedWriteGuard<T: ?Sized, U: ?Sized = T> {
     pub(crate) data: NonNull<U>,
     /// Invariant in `U` (the guard hands out `&mut U`); `T` is invariant through `lock`.
     pub(crate) marker: PhantomData<*mut U>,
-}
-
-// SAFETY: tokio's bounds: the guard gives `&mut U`/`&U` to whichever thread holds it, and
-// may drop the last `Arc` (and the `T`) there.
-unsafe impl<T, U> Send for OwnedRwLockMappedWriteGuard<T, U>
-where
-    T: ?Sized + Send + Sync,
-    U: ?Sized + Send + Sync,
-{
-}
-// SAFETY: tokio's bounds: `&guard` gives `&U` and `&Arc<RwLock<T>>`.
-unsafe impl<T, U> Sync for OwnedRwLockMappedWriteGuard<T, U>
-where
-    T: ?Sized + Send + Sync,
-    U: ?Sized + Send + Sync,
-{
 }
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {

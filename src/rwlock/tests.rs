@@ -646,3 +646,134 @@ mod timeouts {
         assert_eq!(l.raw.count_word(), 0);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Auto traits and variance of every public type (the impls and the variance table are in
+// `src/rwlock.rs`, under "Auto traits and variance").
+
+/// Compiles only if `T` is *not* `Unpin` (an `Unpin` type makes the call ambiguous).
+trait AmbiguousIfUnpin<A> {}
+impl<T: ?Sized> AmbiguousIfUnpin<()> for T {}
+impl<T: ?Sized + Unpin> AmbiguousIfUnpin<u8> for T {}
+
+/// Compiles only if `T` is *not* `Send`.
+trait AmbiguousIfSend<A> {}
+impl<T: ?Sized> AmbiguousIfSend<()> for T {}
+impl<T: ?Sized + Send> AmbiguousIfSend<u8> for T {}
+
+/// Compiles only if `T` is *not* `Sync`.
+trait AmbiguousIfSync<A> {}
+impl<T: ?Sized> AmbiguousIfSync<()> for T {}
+impl<T: ?Sized + Sync> AmbiguousIfSync<u8> for T {}
+
+fn send<T: ?Sized + Send>() {}
+fn sync<T: ?Sized + Sync>() {}
+fn unpin<T: ?Sized + Unpin>() {}
+fn send_sync_unpin<T: ?Sized + Send + Sync + Unpin>() {}
+// The negative checks infer `A` at the call site, where `T` is concrete: both impls apply
+// (an ambiguity, so a compile error) exactly when `T` has the trait.
+fn not_unpin<T: ?Sized + AmbiguousIfUnpin<A>, A>() {}
+fn not_send<T: ?Sized + AmbiguousIfSend<A>, A>() {}
+fn not_sync<T: ?Sized + AmbiguousIfSync<A>, A>() {}
+fn send_val<T: Send>(_: &T) {}
+fn not_unpin_val<T: AmbiguousIfUnpin<A>, A>(_: &T) {}
+fn static_val<T: 'static>(_: &T) {}
+
+#[test]
+fn bounds() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    use crate::{
+        OwnedRwLockUpgradableReadGuard, Policy, RwLockUpgradableReadGuard, TryLockError, Upgrade,
+    };
+
+    type Fn = fn();
+    let checks: &[Fn] = &[
+        // The lock: `Send` with `T: Send`, `Sync` with `T: Send + Sync`, as std's.
+        send_sync_unpin::<RwLock<u8>>,
+        send::<RwLock<Cell<u8>>>,
+        not_sync::<RwLock<Cell<u8>>, _>,
+        not_send::<RwLock<Rc<u8>>, _>,
+        // Borrowed guards.
+        send_sync_unpin::<RwLockReadGuard<'static, u8>>,
+        not_send::<RwLockReadGuard<'static, Cell<u8>>, _>,
+        not_sync::<RwLockReadGuard<'static, Cell<u8>>, _>,
+        send_sync_unpin::<RwLockWriteGuard<'static, u8>>,
+        not_send::<RwLockWriteGuard<'static, Cell<u8>>, _>,
+        not_sync::<RwLockWriteGuard<'static, Cell<u8>>, _>,
+        send_sync_unpin::<RwLockMappedWriteGuard<'static, u8>>,
+        not_send::<RwLockMappedWriteGuard<'static, Cell<u8>>, _>,
+        send_sync_unpin::<RwLockUpgradableReadGuard<'static, u8>>,
+        not_send::<RwLockUpgradableReadGuard<'static, Cell<u8>>, _>,
+        not_sync::<RwLockUpgradableReadGuard<'static, Cell<u8>>, _>,
+        // The upgrade future holds a pinned wait-list node: `!Unpin`.
+        send::<Upgrade<'static, u8>>,
+        sync::<Upgrade<'static, u8>>,
+        not_unpin::<Upgrade<'static, u8>, _>,
+        not_send::<Upgrade<'static, Cell<u8>>, _>,
+        // Owned guards.
+        send_sync_unpin::<OwnedRwLockReadGuard<u8>>,
+        send_sync_unpin::<OwnedRwLockReadGuard<(u8, u16), u16>>,
+        not_send::<OwnedRwLockReadGuard<Cell<u8>>, _>,
+        not_send::<OwnedRwLockReadGuard<(u8, u16), Cell<u8>>, _>,
+        send_sync_unpin::<OwnedRwLockWriteGuard<u8>>,
+        not_send::<OwnedRwLockWriteGuard<Cell<u8>>, _>,
+        send_sync_unpin::<OwnedRwLockMappedWriteGuard<u8>>,
+        send_sync_unpin::<OwnedRwLockMappedWriteGuard<(u8, u16), u16>>,
+        not_send::<OwnedRwLockMappedWriteGuard<(u8, u16), Cell<u8>>, _>,
+        send_sync_unpin::<OwnedRwLockUpgradableReadGuard<u8>>,
+        not_send::<OwnedRwLockUpgradableReadGuard<Cell<u8>>, _>,
+        // Plain data.
+        send_sync_unpin::<TryLockError>,
+        send_sync_unpin::<Policy>,
+        unpin::<RwLock<u8>>,
+    ];
+    assert!(!checks.is_empty());
+
+    // The acquire futures are `Send` (they can be spawned) and `!Unpin` (their wait-list
+    // node is pinned); the owned ones are `'static` too.
+    let lock = RwLock::new(0u8);
+    send_val(&lock.read());
+    send_val(&lock.write());
+    send_val(&lock.upgradable_read());
+    not_unpin_val(&lock.read());
+    not_unpin_val(&lock.write());
+    let lock = Arc::new(RwLock::new(0u8));
+    let read = Arc::clone(&lock).read_owned();
+    let write = Arc::clone(&lock).write_owned();
+    let upgradable = Arc::clone(&lock).upgradable_read_owned();
+    send_val(&read);
+    static_val(&read);
+    send_val(&write);
+    static_val(&write);
+    send_val(&upgradable);
+    static_val(&upgradable);
+    let guard = Arc::clone(&lock).try_read_owned().unwrap();
+    static_val(&guard);
+}
+
+/// The read guards are covariant in `T` (and `U`): a guard over a longer-lived value can be
+/// used where a shorter-lived one is expected. (The guards that hand out `&mut` are
+/// invariant: the `compile_fail` doctests on `VARIANCE` in `src/rwlock.rs`.)
+#[test]
+fn read_guards_are_covariant() {
+    fn shorten<'a, 'b>(g: RwLockReadGuard<'a, &'static str>) -> RwLockReadGuard<'a, &'b str> {
+        g
+    }
+    fn shorten_owned<'b>(
+        g: OwnedRwLockReadGuard<(), &'static str>,
+    ) -> OwnedRwLockReadGuard<(), &'b str> {
+        g
+    }
+    let lock = RwLock::new("static");
+    let local = String::from("local");
+    let mut guard = shorten(lock.try_read().unwrap());
+    assert_eq!(*guard, "static");
+    guard = RwLockReadGuard::map(guard, |s| s); // still usable as `&str`
+    let shorter: &str = &local;
+    assert!(*guard != shorter);
+    let owned = Arc::new(RwLock::new(()));
+    let g = OwnedRwLockReadGuard::map(Arc::clone(&owned).try_read_owned().unwrap(), |_| &"x");
+    assert_eq!(*shorten_owned(g), "x");
+}

@@ -126,12 +126,6 @@ pub struct RwLockUpgradableReadGuard<'a, T: ?Sized> {
     marker: PhantomData<&'a mut T>,
 }
 
-// SAFETY: the guard gives `&T` to whichever thread holds it, and can become a write guard
-// there (`&mut T`): as async-lock's, `T: Send + Sync`.
-unsafe impl<T: ?Sized + Send + Sync> Send for RwLockUpgradableReadGuard<'_, T> {}
-// SAFETY: `&guard` gives `&T` only.
-unsafe impl<T: ?Sized + Sync> Sync for RwLockUpgradableReadGuard<'_, T> {}
-
 impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// Upgrades to the write lock, waiting for the other readers to leave. New readers and
     /// writers are held off meanwhile (they queue behind the upgrade), so the wait is
@@ -301,12 +295,6 @@ pub struct Upgrade<'a, T: ?Sized> {
     marker: PhantomData<&'a mut T>,
 }
 
-// SAFETY: it resolves to a write guard, which is `Send` for `T: Send + Sync`; the acquire
-// future itself is `Send`.
-unsafe impl<T: ?Sized + Send + Sync> Send for Upgrade<'_, T> {}
-// SAFETY: `&Upgrade` gives no access to the value.
-unsafe impl<T: ?Sized + Send + Sync> Sync for Upgrade<'_, T> {}
-
 impl<'a, T: ?Sized> Future for Upgrade<'a, T> {
     type Output = RwLockWriteGuard<'a, T>;
 
@@ -399,11 +387,6 @@ pub struct OwnedRwLockUpgradableReadGuard<T: ?Sized> {
     data: NonNull<T>,
     marker: PhantomData<T>,
 }
-
-// SAFETY: as the borrowed guard's: it may become a write guard on the thread it is sent to.
-unsafe impl<T: ?Sized + Send + Sync> Send for OwnedRwLockUpgradableReadGuard<T> {}
-// SAFETY: `&guard` gives `&T` only.
-unsafe impl<T: ?Sized + Send + Sync> Sync for OwnedRwLockUpgradableReadGuard<T> {}
 
 impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// # Safety

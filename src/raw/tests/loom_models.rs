@@ -1,9 +1,8 @@
-//! loom models of the lock's transitions. Run with
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom`
-//! (CI uses 3: about 10 s for the whole file on 2 cores). Never run them without
-//! `LOOM_MAX_PREEMPTIONS`: unbounded, a model can run for hours. A model marked
-//! `#[ignore = "known failure: ..."]` reproduces a known defect of the lock; run it with
-//! `-- --include-ignored`.
+//! loom models of the lock's transitions (upgrades and `max_readers` are in
+//! `loom_upgrade.rs`). Run with
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release --lib`
+//! (as CI does: about 25 s for every model on 2 cores). Never run them without
+//! `LOOM_MAX_PREEMPTIONS`: unbounded, a model can run for hours.
 //!
 //! Every model protects data in a loom `UnsafeCell`, so loom checks that the lock orders
 //! the accesses (a missing acquire/release shows up as a data race), and ends by checking

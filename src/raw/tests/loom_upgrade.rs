@@ -1,12 +1,11 @@
-//! loom models of upgradable reads (the rest are in `tests/loom.rs`). Run with
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_upgrade`.
+//! loom models of upgradable reads and of `max_readers` (the rest are in
+//! `loom_models.rs`, whose header says how to run them).
 
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 
-use crate::{Policy, RwLock, RwLockUpgradableReadGuard};
+use crate::{RwLock, RwLockUpgradableReadGuard};
 use loom::future::block_on;
 use loom::thread;
 
@@ -132,7 +131,7 @@ fn upgrade_with_max_readers() {
     loom::model(|| {
         let l = limited(2);
         let up = l.try_upgradable_read().unwrap();
-        let r = l.try_read().unwrap();
+        let r = Arc::clone(&l).try_read_owned().unwrap();
         let l2 = Arc::clone(&l);
         let reader = thread::spawn(move || block_on(async { l2.read().await.get() }));
         let leaver = thread::spawn(move || drop(r));

@@ -18,6 +18,7 @@ mod loom_upgrade;
 
 /// What every test module of the crate shares: the count word's bits under short names,
 /// the policies the tests run under, and the idle check.
+#[cfg_attr(loom, allow(dead_code, unused_imports))] // the loom models use a subset
 pub(crate) mod support {
     use std::time::Duration;
 
