@@ -31,6 +31,9 @@ struct Bars<'a> {
     groups: Vec<&'a str>,
     /// `(lock, value per group)`; `None` draws "n/a".
     series: Vec<(&'a str, Vec<Option<f64>>)>,
+    /// Per series, per group: a `(low, high)` range drawn as a whisker through the bar (the
+    /// lowest and highest round of a `--repeat` run). Empty: none.
+    whiskers: Vec<Vec<Option<(f64, f64)>>>,
     /// The value bars start from (the axis bottom).
     base: f64,
     /// A horizontal reference line (1.0 for ratios).
@@ -108,6 +111,20 @@ where
             }
         }
         chart.draw_series(rects).map_err(err)?;
+        if let Some(ranges) = bars.whiskers.get(k) {
+            let mut lines = Vec::new();
+            for (i, range) in ranges.iter().enumerate() {
+                let Some((lo, hi)) = *range else { continue };
+                let x0 = i as f64 + 0.08 + k as f64 * slot;
+                let xm = x0 + slot * 0.45;
+                let cap = slot * 0.2;
+                let ink = BLACK.mix(0.7).stroke_width(1);
+                lines.push(PathElement::new([(xm, lo), (xm, hi)], ink));
+                lines.push(PathElement::new([(xm - cap, lo), (xm + cap, lo)], ink));
+                lines.push(PathElement::new([(xm - cap, hi), (xm + cap, hi)], ink));
+            }
+            chart.draw_series(lines).map_err(err)?;
+        }
         chart.draw_series(labels).map_err(err)?;
     }
 
@@ -190,7 +207,31 @@ pub fn ratio_chart(path: &Path, results: &[CaseResult], subtitle: &str) -> Resul
             (*l, v)
         })
         .collect();
-    let values = series.iter().flat_map(|(_, v)| v.iter().flatten().copied());
+    let whiskers: Vec<Vec<Option<(f64, f64)>>> = locks
+        .iter()
+        .map(|l| {
+            groups
+                .iter()
+                .map(|w| {
+                    results
+                        .iter()
+                        .find(|r| r.workload == *w && r.lock == *l && r.status == Status::Ok)
+                        .and_then(|r| r.spread?.ratio_to_tokio_range)
+                        .filter(|(lo, hi)| *lo > 0.0 && hi.is_finite())
+                })
+                .collect()
+        })
+        .collect();
+    let values = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .chain(
+            whiskers
+                .iter()
+                .flatten()
+                .flatten()
+                .flat_map(|&(lo, hi)| [lo, hi]),
+        );
     let (lo, hi) = values.fold((1.0f64, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let base = (lo / 1.6).max(1e-3);
     let title = format!("Throughput relative to tokio::sync::RwLock ({subtitle})");
@@ -201,6 +242,7 @@ pub fn ratio_chart(path: &Path, results: &[CaseResult], subtitle: &str) -> Resul
             y_desc: "ops/s ÷ tokio's ops/s (log scale)",
             groups,
             series,
+            whiskers,
             base,
             reference: Some(1.0),
             label: |v| {
@@ -245,6 +287,7 @@ pub fn fairness_chart(path: &Path, results: &[CaseResult], subtitle: &str) -> Re
             y_desc: "min ÷ mean ops per task (1 = fair)",
             groups,
             series,
+            whiskers: Vec::new(),
             base: 0.0,
             reference: None,
             label: |v| format!("{v:.2}"),

@@ -1,24 +1,27 @@
 //! Side-by-side benchmark: `async_rwsem::RwLock` against `tokio::sync::RwLock`,
 //! `async_lock::RwLock` and `parking_lot::RwLock` (taken from async tasks, never held across
 //! an `.await`), on workloads drawn from the Linux kernel's rw_semaphore threads
-//! (`shared/seeds/`).
+//! (summarised, with their figures and addresses, in `docs/background.md`).
 //!
 //! ```text
 //! cargo run --release --example compare                      # every workload, every lock
 //! cargo run --release --example compare -- --quick           # the same in under a minute
 //! cargo run --release --example compare -- --quick --check target/compare/results.json
+//! cargo run --release --example compare -- --repeat 3        # 3 interleaved rounds: medians
+//! cargo run --release --example compare -- --threads 4x      # 4 worker threads per core
 //! cargo run --release --example compare -- --sweep           # async-rwsem policy sweep
 //! cargo run --release --example compare -- --workload mixed,writers-240 --lock tokio
 //! ```
 //!
 //! Each (workload, lock) case runs on a fresh tokio multi-thread runtime with `--threads`
-//! workers (default: one per core). All tasks are spawned and held at a barrier, run a
-//! warm-up, then a measured window that a shared stop flag ends. Each task counts its
-//! operations and records the wait of every acquire (the time from asking for the lock to
-//! holding it) in its own HDR histogram; they are merged after the run. Every section does
-//! real work on shared data and checks that writers are alone (see `data.rs`): a broken
-//! lock is reported as an error, not as a fast one. A hang (tasks that do not stop after the
-//! window) is reported too.
+//! workers (default: one per core; `--threads 4x` gives four per core, more workers than
+//! cores, where a lock that spins on a descheduled owner shows it). All tasks are spawned and
+//! held at a barrier, run a warm-up, then a measured window that a shared stop flag ends.
+//! Each task counts its operations and records the wait of every acquire (the time from
+//! asking for the lock to holding it) in its own HDR histogram; they are merged after the
+//! run. Every section does real work on shared data and checks that writers are alone (see
+//! `data.rs`): a broken lock is reported as an error, not as a fast one. A hang (tasks that
+//! do not stop after the window) is reported too.
 //!
 //! Every task spends one unit of tokio's cooperative budget per operation, so it yields every
 //! 128 operations even when its lock never makes it wait, as a kernel thread is preempted;
@@ -26,18 +29,18 @@
 //!
 //! # Workloads
 //!
-//! | name | tasks | section | what it models (seed in `shared/seeds/`) |
+//! | name | tasks | section | what it models (see `docs/background.md`) |
 //! |---|---|---|---|
-//! | `uncontended-read` | 1 reader | sum of 64 cells | the fast path: one atomic per acquire and per release (seed 001: the pre-read before the cmpxchg) |
-//! | `uncontended-write` | 1 writer | move a unit between 2 cells | the writer fast path, `cmpxchg(0, WRITER_LOCKED)` (seed 001) |
-//! | `read-mostly` | 64 tasks, 1% writes | +100 ns, 200 ns outside | the case an rwsem exists for: i_mmap as an rwsem under aim7 (seed 001), lookups with rare updates |
-//! | `mixed` | 64 tasks, 20% writes | +100 ns, 200 ns outside | a read/update mix like MongoDB/YCSB's (seed 000: reader spinning removed, +13%/+27%) |
-//! | `writers-240` | 240 writers | 5 us | the handoff benchmark: 240 writers, 5 us section, min/mean/max ops per thread 1/7,792/173,696 without handoff, 5,842/6,542/7,458 with it (seed 004) |
-//! | `mixed-40-40` | 40 readers + 40 writers | +100 ns, 100 ns outside | the same thread's mixed case: readers 1,793/1,794/1,796, writers 1,793/34,956/86,081; handoff at once collapsed it to 43/44/46 (seed 004) |
-//! | `randomrw-8-8` | 8 readers + 8 writers | awaits inside (one yield), +500 ns | filebench randomrw on a 2-CPU VM: readers woken only from the head starved, 435 reads/s beside 14,202 writes/s (seed 003) |
-//! | `sysfs` | 1 writer per worker + 32 readers | readers +200 ns, writers +1 us, 500 ns outside | sysfs_bench: kernfs_activate (down_write) against kernfs_dop_revalidate (down_read), writers = CPUs; 6% to 23% slower without reader spinning (seed 002) |
+//! | `uncontended-read` | 1 reader | sum of 64 cells | the fast path: one atomic per acquire and per release (the 2013 optimisation thread: read the count before the cmpxchg) |
+//! | `uncontended-write` | 1 writer | move a unit between 2 cells | the writer fast path, `cmpxchg(0, WRITER_LOCKED)` (the 2013 thread) |
+//! | `read-mostly` | 64 tasks, 1% writes | +100 ns, 200 ns outside | the case an rwsem exists for: i_mmap as an rwsem under aim7 (the 2013 thread), lookups with rare updates |
+//! | `mixed` | 64 tasks, 20% writes | +100 ns, 200 ns outside | a read/update mix like MongoDB/YCSB's workload A (the 2023 backport: reader spinning removed, +13% x86_64, +27% aarch64) |
+//! | `writers-240` | 240 writers | 5 us | the handoff benchmark: 240 writers, 5 us section, min/mean/max ops per thread 1/7,792/173,696 without handoff, 5,842/6,542/7,458 with it (the 2019 handoff patch) |
+//! | `mixed-40-40` | 40 readers + 40 writers | +100 ns, 100 ns outside | the same patch's mixed case: readers 1,793/1,794/1,796, writers 1,793/34,956/86,081; handoff at once collapsed it to 43/44/46 |
+//! | `randomrw-8-8` | 8 readers + 8 writers | awaits inside (one yield), +500 ns | filebench randomrw (8 readers, 8 writers) on a 2-CPU VM: on XFS, whose buffered reads take the file's rwsem shared, 435 reads/s beside 14,202 writes/s; on ext4, 2,031 beside 14,459 (the 2019 XFS thread) |
+//! | `sysfs` | 1 writer per worker + 32 readers | readers +200 ns, writers +1 us, 500 ns outside | sysfs_bench: kernfs_activate (down_write) against kernfs_dop_revalidate (down_read), writers = CPUs; up to 50% lost in production, and ~6% (x86, 128 vCPUs) and ~23% (AArch64, 192 vCPUs) regained by restoring reader spinning (the 2025 report) |
 //! | `readers-only` | 64 readers | +100 ns, 100 ns outside | read scaling with no writer at all: the count word's cache line is the only cost |
-//! | `long-reader` | 1 reader holding 10 ms across an await, 4 writers, 16 readers | short | a snapshot or backup walking the data: writers queue behind it, and new readers must not starve them (no seed: the reason an rwsem queues readers behind a waiting writer, rwsem.md §2) |
+//! | `long-reader` | 1 reader holding 10 ms across an await, 4 writers, 16 readers | short | a snapshot or backup walking the data: writers queue behind it, and new readers must not starve them (the reason an rwsem queues new readers behind a waiting writer) |
 //!
 //! "+N ns" is calibrated busy work inside the section on top of the data work; "outside" is
 //! the work a task does between two sections. `parking_lot` is skipped ("n/a") in the two
@@ -47,18 +50,32 @@
 //! # Figures
 //!
 //! Per case: total ops/s; reads/s and writes/s with per-task min/mean/max operations (the
-//! kernel's fairness figure); acquire wait p50/p99/max; `fairness` = per-task min ÷ mean
-//! (the lower of readers' and writers'); ratio of throughput to tokio's in the same workload.
-//! Printed as a table on stdout, written as JSON (`results.json`) and SVG charts
-//! (`compare.svg`: ratio to tokio; `fairness.svg`) under `--out` (default `target/compare/`).
-//! `--sweep` runs async-rwsem alone over a grid of handoff timeouts and writer spin budgets
-//! and writes `sweep.json` and `sweep.svg` (throughput against fairness).
+//! kernel's fairness figure) and each class's share of the operations (`r/w %`); acquire
+//! wait p50/p99/max; `fairness` = per-task min ÷ mean (the lower of readers' and writers');
+//! ratio of throughput to tokio's in the same workload. Printed as a table on stdout,
+//! written as JSON (`results.json`) and SVG charts (`compare.svg`: ratio to tokio;
+//! `fairness.svg`) under `--out` (default `target/compare/`). `--sweep` runs async-rwsem
+//! alone over a grid of handoff timeouts and writer spin budgets and writes `sweep.json` and
+//! `sweep.svg` (throughput against fairness).
+//!
+//! # Repeated runs
+//!
+//! One run of a case is one sample of a noisy machine. `--repeat N` runs every case N times,
+//! interleaved: round 1 runs every workload on every lock, then round 2, and so on (with the
+//! lock order rotated by one per round), so that a slow stretch of the machine hits all locks
+//! alike. The table then shows, per case, the median of each figure over the rounds and two
+//! spreads (highest ÷ lowest over the rounds): of the throughput, and of the ratio to tokio,
+//! which is computed within each round before its median is taken. The JSON keeps every
+//! round as it ran (`rounds`) next to the summary (`results`, each entry with its
+//! `spread`); `--check` checks both, and the summary against the rounds. Without
+//! `--repeat` (or with `--repeat 1`) the JSON has the single-run form, without `rounds`.
 //!
 //! Exit status: 0; 1 when `--check` finds a problem; 2 when a lock broke an invariant or hung.
 
 mod chart;
 mod data;
 mod locks;
+mod repeat;
 mod report;
 mod runner;
 mod sweep;
@@ -72,6 +89,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::repeat::Round;
 use crate::report::{CaseResult, Config, Machine, Report, Status};
 use crate::runner::{async_task, run_case, sync_task, Timing};
 use crate::workloads::{Workload, WorkloadId};
@@ -145,18 +163,28 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(v * scale).map_err(|e| format!("`{s}`: {e}"))
 }
 
+/// Parses a worker thread count: `8`, or `4x` for four per core.
 fn parse_threads(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+    let s = s.trim();
+    let n = match s.strip_suffix(['x', 'X']) {
+        Some(k) => k
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .map(|k| k.saturating_mul(cores())),
+        None => s.parse::<usize>().ok(),
+    };
+    match n {
+        Some(n) if (1..=1024).contains(&n) => Ok(n),
         _ => Err(format!(
-            "`{s}`: the thread count must be a number from 1 to 1024"
+            "`{s}`: give a thread count from 1 to 1024, or `Nx` for N per core (e.g. 4x)"
         )),
     }
 }
 
 /// Side-by-side benchmark of async-rwsem against tokio, async-lock and parking_lot.
 #[derive(Debug, Parser)]
-#[command(name = "compare", about, long_about = None)]
+#[command(name = "compare", long_about = None)]
 pub struct Cli {
     /// Measured window per case (e.g. 2, 1.5s, 500ms). Default 2s; 0.4s with --quick;
     /// 1s per point with --sweep.
@@ -167,8 +195,9 @@ pub struct Cli {
     #[arg(long, value_parser = parse_duration)]
     pub warmup: Option<Duration>,
 
-    /// Tokio worker threads per runtime. Default: the number of cores.
-    #[arg(long, value_parser = parse_threads)]
+    /// Tokio worker threads per runtime: a number, or Nx for N per core (4x: more workers
+    /// than cores). Default: one per core.
+    #[arg(long, visible_alias = "workers", value_name = "N|Nx", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
     /// Workloads to run (repeat the flag or separate with commas). Default: all.
@@ -182,6 +211,18 @@ pub struct Cli {
     /// Short windows: the whole comparison in under a minute on two cores.
     #[arg(long)]
     pub quick: bool,
+
+    /// Run every case N times, interleaved (every case of round 1, then round 2, ...), and
+    /// report per case the median of each figure and the spread (max/min) of the
+    /// throughput and of the ratio to tokio. The JSON keeps every round.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=1000),
+        conflicts_with = "sweep"
+    )]
+    pub repeat: u32,
 
     /// Run the async-rwsem policy sweep (handoff timeout x writer spin) instead.
     #[arg(long)]
@@ -311,10 +352,15 @@ pub fn machine(threads: usize) -> Machine {
         cpu: cpu_model(),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         git_rev: git_rev(),
-        started_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        started_unix: now_unix(),
     }
+}
+
+/// Seconds since the epoch.
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Progress on stderr: a bar on a terminal, one line per case otherwise (CI logs).
@@ -437,30 +483,66 @@ fn compare(cli: &Cli) -> Result<bool, String> {
         "compare: busy work calibrated at {iters} iterations/us (a 5 us section took {:.1} us)",
         t.elapsed().as_secs_f64() * 1e6
     );
+    let repeat = cli.repeat as usize;
+    let over = if threads > cores() {
+        let per_core = format!("{:.2}", threads as f64 / cores() as f64);
+        let per_core = per_core.trim_end_matches('0').trim_end_matches('.');
+        format!(" ({per_core} per core: more workers than cores)")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "compare: {} workload(s) x {} lock(s), {} worker thread(s) on {} core(s), \
+        "compare: {} workload(s) x {} lock(s){}, {} worker thread(s) on {} core(s){over}, \
          {:.2}s window + {:.2}s warm-up per case",
         workloads.len(),
         locks.len(),
+        if repeat > 1 {
+            format!(" x {repeat} interleaved rounds")
+        } else {
+            String::new()
+        },
         threads,
         cores(),
         timing.duration.as_secs_f64(),
         timing.warmup.as_secs_f64()
     );
-    let mut progress = Progress::new((workloads.len() * locks.len()) as u64);
-    let mut results = Vec::new();
-    for &wid in &workloads {
-        let w = cli.workload(wid, threads);
-        for &lock in &locks {
-            let what = format!("{} / {}", wid.name(), lock.name());
-            progress.start(&what);
-            let r = run_one(&w, lock, threads, timing, None);
-            progress.finish(&what, &summary(&r));
-            results.push(r);
+    let mut progress = Progress::new((repeat * workloads.len() * locks.len()) as u64);
+    let mut rounds = Vec::with_capacity(repeat);
+    for round in 1..=repeat {
+        let started_unix = now_unix();
+        let order = repeat::round_order(&locks, round);
+        let mut results = Vec::new();
+        for &wid in &workloads {
+            let w = cli.workload(wid, threads);
+            for &lock in &order {
+                let what = if repeat > 1 {
+                    format!("round {round}/{repeat}: {} / {}", wid.name(), lock.name())
+                } else {
+                    format!("{} / {}", wid.name(), lock.name())
+                };
+                progress.start(&what);
+                let r = run_one(&w, lock, threads, timing, None);
+                progress.finish(&what, &summary(&r));
+                results.push(r);
+            }
         }
+        report::fill_ratios(&mut results);
+        rounds.push(Round {
+            round,
+            started_unix,
+            results,
+        });
     }
     progress.close();
-    report::fill_ratios(&mut results);
+    let (results, rounds) = if repeat == 1 {
+        (
+            rounds.pop().map(|r| r.results).unwrap_or_default(),
+            Vec::new(),
+        )
+    } else {
+        let keys = repeat::keys_of(&rounds);
+        (repeat::summarize(&rounds, &keys), rounds)
+    };
     let failed = results.iter().any(|r| r.status == Status::Error);
 
     println!("{}", report::table(&results));
@@ -477,12 +559,15 @@ fn compare(cli: &Cli) -> Result<bool, String> {
             duration_s: timing.duration.as_secs_f64(),
             warmup_s: timing.warmup.as_secs_f64(),
             quick: cli.quick,
+            repeat,
+            threads_per_core: Some(threads as f64 / cores() as f64),
             workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
             locks: locks.iter().map(|l| l.name().to_string()).collect(),
             rwsem_policy: sweep::default_policy_text(),
             busy_iters_per_us: iters,
         },
         results,
+        rounds,
     };
     let json = cli
         .json
@@ -509,8 +594,16 @@ fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf), String
         .as_deref()
         .map(|c| format!(", {c}"))
         .unwrap_or_default();
+    let rounds = if report.rounds.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", medians of {} rounds, whiskers from the lowest to the highest round",
+            report.rounds.len()
+        )
+    };
     let subtitle = format!(
-        "{} threads on {} cores{cpu}, {:.1}s per case",
+        "{} threads on {} cores{cpu}, {:.1}s per case{rounds}",
         report.machine.threads, report.machine.cores, report.config.duration_s
     );
     let ratio = out.join("compare.svg");
@@ -593,5 +686,34 @@ fn main() -> ExitCode {
     } else {
         eprintln!("compare: a lock broke an invariant or hung (see ERROR above)");
         ExitCode::from(2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_take_a_count_or_a_multiple_of_the_cores() {
+        assert_eq!(parse_threads("8"), Ok(8));
+        assert_eq!(parse_threads("4x"), Ok(4 * cores()));
+        assert!(parse_threads("0").is_err());
+        assert!(parse_threads("0x").is_err());
+        assert!(parse_threads("x").is_err());
+        assert!(parse_threads("2000").is_err());
+    }
+
+    #[test]
+    fn repeat_and_workers_parse() {
+        let cli = Cli::try_parse_from(["compare", "--quick", "--repeat", "3", "--workers", "4x"])
+            .unwrap();
+        assert_eq!(cli.repeat, 3);
+        assert!(cli.quick);
+        assert_eq!(cli.threads(), 4 * cores());
+        assert_eq!(Cli::try_parse_from(["compare"]).unwrap().repeat, 1);
+        assert!(Cli::try_parse_from(["compare", "--repeat", "0"]).is_err());
+        assert!(Cli::try_parse_from(["compare", "--repeat", "2", "--sweep"]).is_err());
+        // --sweep alone is not in conflict with the default of --repeat.
+        assert!(Cli::try_parse_from(["compare", "--sweep"]).is_ok());
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::repeat::{Round, Spread};
 use crate::runner::{new_histogram, Measured, TaskOut};
 use crate::workloads::{Role, Workload, WorkloadId};
 use crate::LockKind;
@@ -17,8 +18,13 @@ pub struct Report {
     pub machine: Machine,
     /// What was asked for.
     pub config: Config,
-    /// One entry per (workload, lock), in run order.
+    /// One entry per (workload, lock), in run order. With `--repeat N` (N > 1): the
+    /// summary of the rounds, one entry per case, each figure the median over the rounds,
+    /// with its `spread`.
     pub results: Vec<CaseResult>,
+    /// With `--repeat N` (N > 1): every round as it ran. Absent from a single run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
 }
 
 /// The machine and the build.
@@ -47,6 +53,12 @@ pub struct Config {
     pub warmup_s: f64,
     /// `--quick`.
     pub quick: bool,
+    /// `--repeat`: rounds run (1 when the file predates the flag).
+    #[serde(default = "one")]
+    pub repeat: usize,
+    /// Tokio worker threads per core (above 1: more workers than cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_core: Option<f64>,
     /// The workloads selected.
     pub workloads: Vec<String>,
     /// The locks selected.
@@ -55,6 +67,10 @@ pub struct Config {
     pub rwsem_policy: String,
     /// Busy-loop iterations per microsecond (the calibration sections are built from).
     pub busy_iters_per_us: u64,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// `ok`, `n/a` (a sync lock and a workload that awaits in the section) or `error`.
@@ -104,6 +120,10 @@ pub struct ClassStats {
     pub ops: u64,
     /// `ops / window`.
     pub ops_per_s: f64,
+    /// This class's share of the operations of both classes (0 to 1; the long reader's
+    /// holds are not counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
     /// Fewest operations one task did (the kernel's fairness figure: min/mean/max).
     pub per_task_min: u64,
     /// Mean operations per task.
@@ -150,9 +170,13 @@ pub struct CaseResult {
     /// Lowest `per_task_min / per_task_mean` over the classes (1 = perfectly fair).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fairness: Option<f64>,
-    /// `total_ops_per_s` over tokio's in the same workload.
+    /// `total_ops_per_s` over tokio's in the same workload (with `--repeat`: the median of
+    /// the ratios computed within each round).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_to_tokio: Option<f64>,
+    /// With `--repeat`: how far the rounds were apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
 }
 
 impl CaseResult {
@@ -171,6 +195,7 @@ impl CaseResult {
             wait_ns: None,
             fairness: None,
             ratio_to_tokio: None,
+            spread: None,
         }
     }
 
@@ -208,14 +233,15 @@ impl CaseResult {
                 tasks: tasks.len(),
                 ops: total,
                 ops_per_s: total as f64 / secs,
+                share: None,
                 per_task_min: counts.iter().copied().min().unwrap_or(0),
                 per_task_mean: total as f64 / tasks.len() as f64,
                 per_task_max: counts.iter().copied().max().unwrap_or(0),
                 wait_ns: WaitStats::of(&h),
             })
         };
-        let reader = class(Role::reads, |t| t.reads, |t| &t.read_wait);
-        let writer = class(Role::writes, |t| t.writes, |t| &t.write_wait);
+        let mut reader = class(Role::reads, |t| t.reads, |t| &t.read_wait);
+        let mut writer = class(Role::writes, |t| t.writes, |t| &t.write_wait);
         let long: Vec<&TaskOut> = m
             .tasks
             .iter()
@@ -229,6 +255,11 @@ impl CaseResult {
                 .expect("histograms with equal bounds");
         }
         let total_ops: u64 = m.tasks.iter().map(|t| t.reads + t.writes).sum();
+        // Shares of the two classes' operations (the long reader's few holds left out).
+        let class_ops: u64 = [reader, writer].iter().flatten().map(|c| c.ops).sum();
+        for c in [&mut reader, &mut writer].into_iter().flatten() {
+            c.share = (class_ops > 0).then(|| c.ops as f64 / class_ops as f64);
+        }
         let fairness = [reader, writer]
             .iter()
             .flatten()
@@ -321,23 +352,56 @@ fn class_cells(c: &Option<ClassStats>) -> (String, String) {
     }
 }
 
-/// The table printed on stdout.
+/// The table printed on stdout. With `--repeat` results (they carry a `spread`), every
+/// figure is a median over the rounds, and two more columns give the spread (max ÷ min over
+/// the rounds) of the throughput and of the ratio to tokio.
 pub fn table(results: &[CaseResult]) -> String {
+    let repeated = results.iter().any(|r| r.spread.is_some());
+    // (header, width, left-aligned, shown)
+    let cols: [(&str, usize, bool, bool); 13] = [
+        ("workload", 18, true, true),
+        ("lock", 12, true, true),
+        ("ops/s", 8, false, true),
+        ("spread", 6, false, repeated),
+        ("x tokio", 7, false, true),
+        ("spread", 6, false, repeated),
+        ("reads/s", 8, false, true),
+        ("r/task min/mean/max", 17, false, true),
+        ("writes/s", 8, false, true),
+        ("w/task min/mean/max", 17, false, true),
+        ("r/w %", 7, false, true),
+        ("wait p50/p99/max", 22, false, true),
+        ("fair", 5, false, true),
+    ];
+    let line = |cells: &[String]| {
+        let mut out = Vec::new();
+        for (c, &(_, w, left, shown)) in cells.iter().zip(cols.iter()) {
+            if shown {
+                out.push(if left {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                });
+            }
+        }
+        out.join(" ").trim_end().to_string()
+    };
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<18} {:<12} {:>8} {:>7} {:>8} {:>17} {:>8} {:>17} {:>22} {:>5}",
-        "workload",
-        "lock",
-        "ops/s",
-        "x tokio",
-        "reads/s",
-        "r/task min/mean/max",
-        "writes/s",
-        "w/task min/mean/max",
-        "wait p50/p99/max",
-        "fair"
-    );
+    if repeated {
+        let rounds = results
+            .iter()
+            .filter_map(|r| r.spread.map(|sp| sp.rounds))
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "medians of {rounds} rounds; spread = highest / lowest over the rounds \
+             (the ratio to tokio is taken within each round)"
+        );
+    }
+    let header: Vec<String> = cols.iter().map(|c| c.0.to_string()).collect();
+    let _ = writeln!(s, "{}", line(&header));
+    let ratio = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
     let mut last = String::new();
     for r in results {
         if r.workload != last && !last.is_empty() {
@@ -352,24 +416,30 @@ pub fn table(results: &[CaseResult]) -> String {
                     .wait_ns
                     .map(|w| format!("{}/{}/{}", ns(w.p50), ns(w.p99), ns(w.max)))
                     .unwrap_or_default();
-                let _ = writeln!(
-                    s,
-                    "{:<18} {:<12} {:>8} {:>7} {:>8} {:>17} {:>8} {:>17} {:>22} {:>5}",
-                    r.workload,
-                    r.lock,
+                let share = match (
+                    r.reader.and_then(|c| c.share),
+                    r.writer.and_then(|c| c.share),
+                ) {
+                    (Some(rs), Some(ws)) => format!("{:.0}/{:.0}", rs * 100.0, ws * 100.0),
+                    _ => "-".into(),
+                };
+                let cells = [
+                    r.workload.clone(),
+                    r.lock.clone(),
                     si(r.total_ops_per_s.unwrap_or(0.0)),
+                    ratio(r.spread.and_then(|sp| sp.total_ops_per_s)),
                     r.ratio_to_tokio
-                        .map(|x| format!("{x:.2}x"))
-                        .unwrap_or_else(|| "-".into()),
+                        .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
+                    ratio(r.spread.and_then(|sp| sp.ratio_to_tokio)),
                     rops,
                     rtask,
                     wops,
                     wtask,
+                    share,
                     wait,
-                    r.fairness
-                        .map(|f| format!("{f:.2}"))
-                        .unwrap_or_else(|| "-".into()),
-                );
+                    r.fairness.map_or_else(|| "-".into(), |f| format!("{f:.2}")),
+                ];
+                let _ = writeln!(s, "{}", line(&cells));
             }
             Status::NotApplicable => {
                 let _ = writeln!(
@@ -394,12 +464,18 @@ pub fn table(results: &[CaseResult]) -> String {
 }
 
 /// Checks a results file: every workload and lock present, numbers positive, no errors.
-/// Returns the problems found (empty: the file is sane).
+/// A file from `--repeat` is checked round by round too, and its summary against its
+/// rounds. Returns the problems found (empty: the file is sane).
 pub fn check(path: &Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let report: Report = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a results file: {e}", path.display()))?;
+    Ok(check_report(&report))
+}
+
+/// The checks of [`check`] on a parsed report.
+pub fn check_report(report: &Report) -> Vec<String> {
     let mut problems = Vec::new();
     if report.machine.cores == 0 || report.machine.threads == 0 {
         problems.push("machine: cores and threads must be positive".to_string());
@@ -407,11 +483,94 @@ pub fn check(path: &Path) -> Result<Vec<String>, String> {
     if report.config.duration_s <= 0.0 {
         problems.push("config: duration_s must be positive".to_string());
     }
+    let threads = report.machine.threads;
+    check_results(&report.results, threads, "", &mut problems);
+    if report.rounds.is_empty() {
+        if report.config.repeat > 1 {
+            problems.push(format!(
+                "config: repeat is {} but the file has no rounds",
+                report.config.repeat
+            ));
+        }
+        return problems;
+    }
+    if report.rounds.len() != report.config.repeat {
+        problems.push(format!(
+            "config: repeat is {} but the file has {} round(s)",
+            report.config.repeat,
+            report.rounds.len()
+        ));
+    }
+    for (k, round) in report.rounds.iter().enumerate() {
+        if round.round != k + 1 {
+            problems.push(format!("round {}: numbered {}", k + 1, round.round));
+        }
+        check_results(
+            &round.results,
+            threads,
+            &format!("round {}: ", k + 1),
+            &mut problems,
+        );
+    }
+    // The summary must be the one the rounds give.
+    let keys: Vec<(String, String)> = report
+        .results
+        .iter()
+        .map(|r| (r.workload.clone(), r.lock.clone()))
+        .collect();
+    let again = crate::repeat::summarize(&report.rounds, &keys);
+    let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0),
+        (None, None) => true,
+        _ => false,
+    };
+    for (r, a) in report.results.iter().zip(&again) {
+        let name = format!("{} / {}", r.workload, r.lock);
+        if r.status != a.status
+            || !same(r.total_ops_per_s, a.total_ops_per_s)
+            || !same(r.ratio_to_tokio, a.ratio_to_tokio)
+            || !same(r.fairness, a.fairness)
+        {
+            problems.push(format!(
+                "{name}: the summary is not the median of the rounds"
+            ));
+        }
+        if r.status != Status::Ok {
+            continue;
+        }
+        match r.spread {
+            None => problems.push(format!("{name}: spread missing")),
+            Some(sp) => {
+                if sp.rounds != report.rounds.len() {
+                    problems.push(format!(
+                        "{name}: spread over {} round(s), the file has {}",
+                        sp.rounds,
+                        report.rounds.len()
+                    ));
+                }
+                for (what, v) in [
+                    ("total_ops_per_s", sp.total_ops_per_s),
+                    ("ratio_to_tokio", sp.ratio_to_tokio),
+                ] {
+                    match v {
+                        Some(v) if v.is_finite() && v >= 1.0 => {}
+                        Some(v) => problems.push(format!("{name}: spread.{what} = {v}, not >= 1")),
+                        None => problems.push(format!("{name}: spread.{what} missing")),
+                    }
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Every workload and lock present in `results`, numbers positive, no errors; problems are
+/// pushed with `prefix`.
+fn check_results(results: &[CaseResult], threads: usize, prefix: &str, problems: &mut Vec<String>) {
     for w in WorkloadId::ALL {
         for l in LockKind::ALL {
-            let name = format!("{} / {}", w.name(), l.name());
-            let Some(r) = report
-                .results
+            let name = format!("{prefix}{} / {}", w.name(), l.name());
+            let Some(r) = results
                 .iter()
                 .find(|r| r.workload == w.name() && r.lock == l.name())
             else {
@@ -443,7 +602,7 @@ pub fn check(path: &Path) -> Result<Vec<String>, String> {
             positive("total_ops_per_s", r.total_ops_per_s);
             positive("ratio_to_tokio", r.ratio_to_tokio);
             positive("wait_ns.max", r.wait_ns.map(|w| w.max as f64));
-            let wl = Workload::new(w, report.machine.threads);
+            let wl = Workload::new(w, threads);
             let has = |f: fn(Role) -> bool| wl.tasks.iter().any(|(role, _)| f(*role));
             for (class, expected, stats) in [
                 ("reader", has(Role::reads), &r.reader),
@@ -464,5 +623,146 @@ pub fn check(path: &Path) -> Result<Vec<String>, String> {
             }
         }
     }
-    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repeat::{keys_of, summarize, Round};
+
+    fn class(ops: u64) -> ClassStats {
+        ClassStats {
+            tasks: 8,
+            ops,
+            ops_per_s: ops as f64,
+            share: Some(0.5),
+            per_task_min: ops / 16,
+            per_task_mean: ops as f64 / 8.0,
+            per_task_max: ops / 4,
+            wait_ns: WaitStats {
+                samples: ops,
+                p50: 100,
+                p99: 1_000,
+                max: 10_000,
+            },
+        }
+    }
+
+    /// A round with every workload on every lock, throughput scaled by `scale`.
+    fn full_round(round: usize, scale: f64) -> Round {
+        let mut results = Vec::new();
+        for w in WorkloadId::ALL {
+            for (k, l) in LockKind::ALL.into_iter().enumerate() {
+                if !l.is_async() && w.awaits() {
+                    results.push(CaseResult::not_applicable(w, l.name()));
+                    continue;
+                }
+                let ops = scale * (1000.0 + 100.0 * k as f64);
+                let mut r = CaseResult::empty(w, l.name(), Status::Ok);
+                r.tasks = Some(16);
+                r.elapsed_s = Some(1.0);
+                r.total_ops_per_s = Some(ops);
+                r.reader = Some(class(ops as u64 / 2));
+                r.writer = Some(class(ops as u64 / 2));
+                r.wait_ns = Some(class(1).wait_ns);
+                r.fairness = Some(0.5);
+                results.push(r);
+            }
+        }
+        fill_ratios(&mut results);
+        Round {
+            round,
+            started_unix: 0,
+            results,
+        }
+    }
+
+    fn report(rounds: Vec<Round>) -> Report {
+        let repeat = rounds.len().max(1);
+        let (results, rounds) = if rounds.len() == 1 {
+            (rounds[0].results.clone(), Vec::new())
+        } else {
+            (summarize(&rounds, &keys_of(&rounds)), rounds)
+        };
+        Report {
+            machine: Machine {
+                cores: 2,
+                threads: 2,
+                cpu: None,
+                os: "linux x86_64".into(),
+                git_rev: None,
+                started_unix: 0,
+            },
+            config: Config {
+                duration_s: 0.4,
+                warmup_s: 0.1,
+                quick: true,
+                repeat,
+                threads_per_core: Some(1.0),
+                workloads: Vec::new(),
+                locks: Vec::new(),
+                rwsem_policy: String::new(),
+                busy_iters_per_us: 1,
+            },
+            results,
+            rounds,
+        }
+    }
+
+    #[test]
+    fn a_single_run_passes_the_check() {
+        let r = report(vec![full_round(1, 1.0)]);
+        assert_eq!(check_report(&r), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_repeated_run_passes_the_check_and_round_trips() {
+        let r = report(vec![
+            full_round(1, 1.0),
+            full_round(2, 3.0),
+            full_round(3, 2.0),
+        ]);
+        assert_eq!(check_report(&r), Vec::<String>::new());
+        let text = serde_json::to_string(&r).unwrap();
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(check_report(&back), Vec::<String>::new());
+        assert_eq!(back.rounds.len(), 3);
+    }
+
+    #[test]
+    fn the_check_catches_a_summary_that_is_not_the_rounds_median() {
+        let mut r = report(vec![full_round(1, 1.0), full_round(2, 3.0)]);
+        r.results[0].total_ops_per_s = Some(1.0);
+        let problems = check_report(&r);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("not the median of the rounds")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn the_check_catches_a_missing_round_and_a_broken_one() {
+        let mut r = report(vec![full_round(1, 1.0), full_round(2, 3.0)]);
+        r.config.repeat = 3;
+        r.rounds[1].results[0].status = Status::Error;
+        r.rounds[1].results[0].error = Some("hang".into());
+        let problems = check_report(&r);
+        assert!(problems.iter().any(|p| p.contains("has 2 round(s)")));
+        assert!(problems
+            .iter()
+            .any(|p| p.starts_with("round 2: ") && p.contains("hang")));
+    }
+
+    #[test]
+    fn shares_and_spreads_appear_in_the_table() {
+        let r = report(vec![full_round(1, 1.0), full_round(2, 2.0)]);
+        let t = table(&r.results);
+        assert!(t.starts_with("medians of 2 rounds"));
+        assert!(t.contains("spread"));
+        assert!(t.contains("50/50"));
+        let single = table(&report(vec![full_round(1, 1.0)]).results);
+        assert!(!single.contains("spread"));
+    }
 }
