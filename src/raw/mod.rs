@@ -4,8 +4,9 @@
 //! # The algorithm
 //!
 //! This is the Linux kernel's `rw_semaphore` (`kernel/locking/rwsem.c`, v5.12 to v6.x)
-//! with tasks in place of threads; `shared/design/rwsem.md` in the project is the map and
-//! the names below follow the kernel's, so that a reader of `rwsem.c` finds their way.
+//! with tasks in place of threads; the names below follow the kernel's, so that a reader
+//! of `rwsem.c` finds their way (`docs/background.md` summarises the kernel threads the
+//! design comes from).
 //!
 //! - **Count word** ([`count`]): writer bit, waiters bit, handoff bit, upgradable bit,
 //!   readers from bit 8.
