@@ -27,7 +27,7 @@ pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadG
 
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;
-use crate::raw::{Acquire, RawRwLock};
+use crate::raw::{LockFuture, RawRwLock};
 
 /// An async read-write lock built like the Linux kernel's `rw_semaphore`.
 ///
@@ -238,7 +238,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn read(&self) -> RwLockReadGuard<'_, T> {
-        Acquire::read(&self.raw).await;
+        LockFuture::read(&self.raw).await;
         // SAFETY: we own a read lock, handed to the guard.
         unsafe { self.read_guard() }
     }
@@ -259,7 +259,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # });
     /// ```
     pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
-        Acquire::write(&self.raw).await;
+        LockFuture::write(&self.raw).await;
         // SAFETY: we own the write lock, handed to the guard.
         unsafe { self.write_guard() }
     }

@@ -15,18 +15,36 @@
 //! - `WRITER_LOCKED` set means exactly one writer owns the lock, and then the reader
 //!   count holds only transient biases of readers on their way to the wait queue.
 //! - The idle value, unlocked with nobody waiting, is `0`.
+//!
+//! # Where each flag is set and cleared
+//!
+//! As `rwsem.c` lists them at `RWSEM_FLAG_HANDOFF`, so that "where is the handoff set?"
+//! has an answer here (file names are siblings of this one):
+//!
+//! | flag | set by | cleared by |
+//! |---|---|---|
+//! | `WRITER_LOCKED` | `write.rs`: the fast path, `try_write` and the spinner (one CAS from 0); `wake.rs` `queued_write_lock`: a queued writer (`try_write_lock`), the head granted under handoff (`wake_writer`), the upgrade (`try_upgrade_locked`); `upgrade.rs` `try_upgrade` | `write.rs` `unlock_write`; `upgrade.rs` `downgrade`, `downgrade_to_upgradable` |
+//! | `WAITERS` | the first waiter to queue, under the wait lock: `read.rs` `read_queue`, `write.rs` `write_queue`, `upgrade.rs` `upgradable_queue` and `upgrade_queue` | `wake.rs`: `queued_write_lock` (the last waiter takes the lock), `mark_wake` (every waiter granted); `waiter.rs` `cancel` (the last waiter leaves) |
+//! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgrade.rs` `upgrade_queue` (the upgrade queues at the head) | `wake.rs`: `queued_write_lock` (the head takes the write lock), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `cancel` (the list empties; otherwise the next head inherits the bit) |
+//! | `UPGRADABLE` | `upgrade.rs` `try_upgradable_read`, `downgrade_to_upgradable`; `wake.rs` `mark_wake` (a queued upgradable reader granted) | `upgrade.rs` `unlock_upgradable`, `downgrade_upgradable`, `try_upgrade`; `wake.rs` `queued_write_lock` (the upgrade trades it in); `waiter.rs` `cancel` (a dropped upgrade) |
+//!
+//! Reader biases are added by every arriving reader (`read.rs` `read_fast`, taken back by
+//! one that queues) and by `wake.rs` `mark_wake` for each reader it grants (plus a
+//! transient check bias it keeps for the head or takes back).
 
-/// A writer owns the lock. Set by a CAS from a value without `LOCK_MASK | HANDOFF` bits
-/// (or by the head waiter under handoff); cleared by the owner's unlock or downgrade.
+/// A writer owns the lock. Set by a CAS from 0, or by a queued waiter taking the lock
+/// (see the table above); cleared by the owner's unlock or downgrade.
 pub(crate) const WRITER_LOCKED: usize = 0b0000_0001;
 
 /// The wait list is not empty. Changed only under the wait lock; makes every fast path
 /// fail so that arrivals go through the slow path, and every unlock check for a wake-up.
 pub(crate) const WAITERS: usize = 0b0000_0010;
 
-/// The head waiter has waited past the handoff timeout: nobody but the head may take the
-/// lock. Changed only under the wait lock, set only by or for the head, cleared when the
-/// head gets the lock or the list empties; a cancelled head passes it to the next one.
+/// The head waiter is due the lock: nobody but the head may take it. Changed only under
+/// the wait lock, set only by or for the head (it waited past the handoff timeout, lost a
+/// race after a wake-up, or is an upgrade), cleared when the head gets the lock or the
+/// list empties; a cancelled head passes it to the next one. Every site is in the table
+/// above.
 pub(crate) const HANDOFF: usize = 0b0000_0100;
 
 /// An upgradable reader holds the lock (at most one at a time). Set together with that

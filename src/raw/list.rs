@@ -2,21 +2,21 @@
 //!
 //! # Invariants
 //!
-//! - A [`Waiter`] lives inside a pinned acquire future; it is `!Unpin` (`PhantomPinned`),
+//! - A [`Waiter`] lives inside a pinned lock future; it is `!Unpin` (`PhantomPinned`),
 //!   so its address is stable from the first time it is linked until it is dropped, and
 //!   the future's `Drop` unlinks it (under the wait lock) before the memory goes away.
 //! - The list's pointers and every node's [`WaiterInner`] are touched only while the
 //!   wait lock (the `Mutex<WaitList>` of the lock) is held. A node's owner touches its
-//!   `inner` without the wait lock only while the node is [`IDLE`] (nobody else has its
-//!   address).
-//! - [`Waiter::state`] is written only under the wait lock (or by the owner while the node
-//!   is [`IDLE`] or [`GRANTED`], when nobody else can see it). A node is linked exactly
-//!   when its state is [`WAITING`]. A waker stores [`GRANTED`] last, after it has unlinked
-//!   the node, taken its waker and adjusted the count word for it, and never touches the
-//!   node again: an owner that loads `GRANTED` (Acquire) owns the lock and may drop the
-//!   node at once.
-//! - The wait lock is never held across a waker call or an `.await`: wakers are moved into
-//!   a [`WakeList`] under it and called after it is released.
+//!   `inner` without the wait lock only while the node is [`NodeState::Idle`] (nobody
+//!   else has its address).
+//! - The node's state ([`NodeState`]) is written only under the wait lock (or by the owner
+//!   while the node is `Idle` or `Granted`, when nobody else can see it). A node is linked
+//!   exactly when its state is `Waiting`. `RawRwLock::grant` is the one place that grants
+//!   a node: it stores `Granted` last, after it has unlinked the node and taken its waker
+//!   (and its caller adjusted the count word for it), and never touches the node again.
+//! - The wait lock is never held across foreign code (a waker's `clone`, `wake` or
+//!   `drop`) nor an `.await`: wakers are cloned before it is taken, moved into a
+//!   [`WakeList`] under it, and called after it is released.
 
 use std::marker::PhantomPinned;
 use std::mem::MaybeUninit;
@@ -25,28 +25,67 @@ use std::ptr::NonNull;
 use std::task::Waker;
 use std::time::Instant;
 
+use std::sync::atomic::Ordering;
+
 use crate::loom::{AtomicU8, UnsafeCell};
 
-/// Not linked; only the owning future knows the node.
-pub(crate) const IDLE: u8 = 0;
-/// Linked in the wait list, waiting.
-pub(crate) const WAITING: u8 = 1;
-/// Unlinked by a waker that took the lock on the owner's behalf: the owner holds the lock.
-pub(crate) const GRANTED: u8 = 2;
+/// Where a node is in the waiter protocol: who may touch it, and whether it may be
+/// dropped as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum NodeState {
+    /// Not linked. Only the owning future knows the node: it may touch every field
+    /// without the wait lock, and may drop it. Every node starts here; the owner comes
+    /// back here when it took the lock itself under the wait lock (a queued writer or
+    /// upgrade), and when it cancels.
+    Idle = 0,
+    /// Linked in the wait list. Its links, waker and queue time are touched only under the
+    /// wait lock, by the owner (re-polls) and by wakers. The owner must unlink it, under
+    /// the wait lock, before the node may be dropped (its future's `Drop` does).
+    Waiting = 1,
+    /// Unlinked by a waker that took the lock on the owner's behalf (the count word holds
+    /// it already). The waker's store of `Granted` (`Release`) is its last touch: an owner
+    /// that loads it (`Acquire`) owns the lock and may drop the node at once.
+    Granted = 2,
+}
+
+impl NodeState {
+    #[inline]
+    fn from_u8(state: u8) -> Self {
+        match state {
+            0 => Self::Idle,
+            1 => Self::Waiting,
+            _ => Self::Granted,
+        }
+    }
+}
 
 /// What a waiter waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A plain reader.
-    Reader,
-    /// A writer.
-    Writer,
-    /// A reader that wants the one upgradable read lock; granted like a reader, but only
-    /// while no other upgradable reader holds the lock.
-    Upgradable,
-    /// The upgradable reader, waiting to upgrade: it is queued at the head, with the
-    /// handoff bit set, and is granted the write lock when the other readers have left.
-    Upgrader,
+pub(crate) enum WaiterKind {
+    /// A plain read lock.
+    Read,
+    /// The write lock.
+    Write,
+    /// The one upgradable read lock: granted like a read lock, but only while no other
+    /// upgradable reader holds the lock.
+    UpgradableRead,
+    /// The write lock, by the upgradable reader trading its read lock: queued at the head,
+    /// with the handoff bit set, and granted when the other readers have left.
+    Upgrade,
+}
+
+impl WaiterKind {
+    /// The `kind` field of the `tracing` events (their values since the first release).
+    #[cfg(feature = "tracing")]
+    pub(crate) fn event_name(self) -> &'static str {
+        match self {
+            Self::Read => "Reader",
+            Self::Write => "Writer",
+            Self::UpgradableRead => "Upgradable",
+            Self::Upgrade => "Upgrader",
+        }
+    }
 }
 
 /// A node of the wait list, embedded in an acquire future.
@@ -54,10 +93,10 @@ pub(crate) enum Kind {
 pub(crate) struct Waiter {
     /// Guarded by the wait lock (see the module invariants).
     inner: UnsafeCell<WaiterInner>,
-    /// [`IDLE`], [`WAITING`] or [`GRANTED`].
-    pub(crate) state: AtomicU8,
+    /// A [`NodeState`].
+    state: AtomicU8,
     /// Fixed at construction.
-    pub(crate) kind: Kind,
+    pub(crate) kind: WaiterKind,
     _pin: PhantomPinned,
 }
 
@@ -83,7 +122,7 @@ unsafe impl Sync for Waiter {}
 
 impl Waiter {
     #[inline]
-    pub(crate) fn new(kind: Kind) -> Self {
+    pub(crate) fn new(kind: WaiterKind) -> Self {
         Self {
             inner: UnsafeCell::new(WaiterInner {
                 prev: None,
@@ -92,10 +131,22 @@ impl Waiter {
                 queued_at: None,
                 woken: false,
             }),
-            state: AtomicU8::new(IDLE),
+            state: AtomicU8::new(NodeState::Idle as u8),
             kind,
             _pin: PhantomPinned,
         }
+    }
+
+    /// The node's state. The owner loads it with `Acquire` to see a grant.
+    #[inline]
+    pub(crate) fn state(&self, order: Ordering) -> NodeState {
+        NodeState::from_u8(self.state.load(order))
+    }
+
+    /// Moves the node to `state`, under the rules of [`NodeState`].
+    #[inline]
+    pub(crate) fn set_state(&self, state: NodeState, order: Ordering) {
+        self.state.store(state as u8, order);
     }
 
     /// Runs `f` on the node's guarded fields.
@@ -103,7 +154,7 @@ impl Waiter {
     /// # Safety
     ///
     /// The caller holds the wait lock of the list the node is (or is about to be) linked
-    /// in, or the node is [`IDLE`] or [`GRANTED`] and the caller is its owner; and `f`
+    /// in, or the node is `Idle` or `Granted` and the caller is its owner; and `f`
     /// does not reach the same node's fields again.
     #[inline]
     pub(crate) unsafe fn with_inner<R>(&self, f: impl FnOnce(&mut WaiterInner) -> R) -> R {
@@ -172,11 +223,11 @@ impl WaitList {
         }
     }
 
-    /// Links `node` at the tail and marks it [`WAITING`].
+    /// Links `node` at the tail and marks it [`NodeState::Waiting`].
     ///
     /// # Safety
     ///
-    /// `node` points to a pinned, [`IDLE`] waiter that stays alive until it is unlinked,
+    /// `node` points to a pinned, `Idle` waiter that stays alive until it is unlinked,
     /// and the caller holds the wait lock guarding `self` (it has `&mut self`).
     pub(crate) unsafe fn push_back(&mut self, node: NonNull<Waiter>) {
         let tail = self.tail;
@@ -196,12 +247,10 @@ impl WaitList {
         self.tail = Some(node);
         self.len += 1;
         // SAFETY: alive, as above.
-        unsafe { node.as_ref() }
-            .state
-            .store(WAITING, std::sync::atomic::Ordering::Relaxed);
+        unsafe { node.as_ref() }.set_state(NodeState::Waiting, Ordering::Relaxed);
     }
 
-    /// Links `node` at the head and marks it [`WAITING`] (an upgrade jumps the queue).
+    /// Links `node` at the head and marks it `Waiting` (an upgrade jumps the queue).
     ///
     /// # Safety
     ///
@@ -223,9 +272,7 @@ impl WaitList {
         self.head = Some(node);
         self.len += 1;
         // SAFETY: alive, as above.
-        unsafe { node.as_ref() }
-            .state
-            .store(WAITING, std::sync::atomic::Ordering::Relaxed);
+        unsafe { node.as_ref() }.set_state(NodeState::Waiting, Ordering::Relaxed);
     }
 
     /// Unlinks `node`. Its state is left for the caller to set.
@@ -347,3 +394,7 @@ impl Drop for WakeList {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+#[path = "tests/list.rs"]
+mod tests;

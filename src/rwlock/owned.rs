@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::{RwLock, TryLockError};
 use crate::loom::{cell_ptr, cell_ptr_shared};
-use crate::raw::Acquire;
+use crate::raw::LockFuture;
 
 impl<T: ?Sized> RwLock<T> {
     /// Locks for reading, as [`read`](Self::read), through an `Arc`: the guard holds the
@@ -36,7 +36,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        Acquire::read(&self.raw).await;
+        LockFuture::read(&self.raw).await;
         // SAFETY: we own a read lock of `self`, handed to the guard.
         unsafe { OwnedRwLockReadGuard::new(self) }
     }
@@ -56,7 +56,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        Acquire::write(&self.raw).await;
+        LockFuture::write(&self.raw).await;
         // SAFETY: we own the write lock of `self`, handed to the guard.
         unsafe { OwnedRwLockWriteGuard::new(self) }
     }

@@ -21,7 +21,7 @@ use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 use super::{RwLock, TryLockError};
 use crate::loom::cell_ptr_shared;
-use crate::raw::{Acquire, RawRwLock};
+use crate::raw::{LockFuture, RawRwLock};
 
 impl<T: ?Sized> RwLock<T> {
     /// Locks for an upgradable read: shared access beside plain readers, which can later
@@ -46,7 +46,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # });
     /// ```
     pub async fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        Acquire::upgradable_read(&self.raw).await;
+        LockFuture::upgradable_read(&self.raw).await;
         // SAFETY: we own the upgradable read lock, handed to the guard.
         unsafe { self.upgradable_guard() }
     }
@@ -164,7 +164,7 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
             raw: this.raw,
             // SAFETY: the guard's upgradable read lock goes to the future (the guard's
             // drop does not run).
-            acquire: unsafe { Acquire::upgrade(this.raw) },
+            acquire: unsafe { LockFuture::upgrade(this.raw) },
             data: this.data,
             marker: PhantomData,
         }
@@ -290,7 +290,7 @@ impl<T: ?Sized + fmt::Display> fmt::Display for RwLockUpgradableReadGuard<'_, T>
 pub struct Upgrade<'a, T: ?Sized> {
     raw: &'a RawRwLock,
     /// Structurally pinned.
-    acquire: Acquire<'a>,
+    acquire: LockFuture<'a>,
     data: NonNull<T>,
     marker: PhantomData<&'a mut T>,
 }
@@ -346,7 +346,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
-        Acquire::upgradable_read(&self.raw).await;
+        LockFuture::upgradable_read(&self.raw).await;
         // SAFETY: we own the upgradable read lock, handed to the guard.
         unsafe { OwnedRwLockUpgradableReadGuard::new(self) }
     }
@@ -428,7 +428,7 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
         // from here the acquire future owns it (and releases it if dropped unfinished).
         let lock = Self::into_lock(this);
         // SAFETY: the upgradable read lock goes to the acquire future.
-        unsafe { Acquire::upgrade(&lock.raw) }.await;
+        unsafe { LockFuture::upgrade(&lock.raw) }.await;
         // SAFETY: we own the write lock now, handed to the guard.
         unsafe { OwnedRwLockWriteGuard::new(lock) }
     }

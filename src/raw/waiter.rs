@@ -1,30 +1,37 @@
-//! The acquire future: one type for readers and writers, holding its wait-list node.
+//! The waiter's side of the protocol: the lock future, which holds its wait-list node, its
+//! re-polls ([`RawRwLock::poll_queued`]) and its cancellation ([`RawRwLock::cancel`]).
 //!
 //! # States
 //!
 //! | phase | node | meaning |
 //! |---|---|---|
-//! | `Init` | [`IDLE`](super::list::IDLE) | not polled yet |
-//! | `Yielding(n)` | idle | a writer that spun in vain, yielding to the executor `n` more times |
-//! | `Queued` | [`WAITING`](super::list::WAITING), linked | waiting; a re-poll checks for a grant or (a writer) tries for the lock |
-//! | `Queued` | [`GRANTED`](super::list::GRANTED), unlinked | a waker took the lock for us; the next poll completes |
-//! | `Queued` | idle, unlinked | a writer took the lock under the wait lock; completes at once |
-//! | `Done` | idle | the lock was handed to the caller (a guard owns it now) |
+//! | `Init` | `Idle` | not polled yet (an upgrade owns the upgradable read lock here) |
+//! | `Yielding(n)` | `Idle` | a writer that spun in vain, yielding to the executor `n` more times |
+//! | `Queued` | `Waiting`, linked | waiting; a re-poll checks for a grant or (a writer, an upgrade) tries for the lock |
+//! | `Queued` | `Granted`, unlinked | a waker took the lock for us; the next poll completes |
+//! | `Queued` | `Idle`, unlinked | we took the lock ourselves under the wait lock; completes at once |
+//! | `Done` | `Idle` | the lock was handed to the caller (a guard owns it now) |
 //!
 //! Dropping the future in `Queued` calls [`RawRwLock::cancel`], which unlinks a waiting
 //! node (passing the wake-up on) or releases a granted lock. In every other phase the
-//! node is not linked and nothing needs undoing: the future is cancel safe in every state.
+//! node is not linked and nothing needs undoing (but the upgrade's read lock in `Init`):
+//! the future is cancel safe in every state. The waker is cloned before the phase moves
+//! to `Queued`, so that a panicking clone leaves the future in a phase whose drop undoes
+//! exactly what is held.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr::NonNull;
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::task::{Context, Poll, Waker};
 
-use std::sync::atomic::Ordering;
-
-use super::list::{Kind, Waiter, GRANTED};
+use super::count::{HANDOFF, READER_BIAS, UPGRADABLE, WAITERS};
+use super::list::{NodeState, Waiter, WaiterKind};
 use super::stats::lockevent;
+use super::wake::WakeType;
+use super::write::WriterWaitState;
 use super::RawRwLock;
+use crate::loom::lock;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -34,13 +41,13 @@ enum Phase {
     Done,
 }
 
-/// Resolves once the caller owns the lock in the node's kind. The node makes it `!Unpin`.
+/// Resolves once the caller owns the lock of the node's kind. The node makes it `!Unpin`.
 ///
 /// Pinning is projected by hand (not with `pin-project-lite`) so that the `Drop` that
 /// runs after every completed acquire is a plain, inlinable phase check.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub(crate) struct Acquire<'a> {
+pub(crate) struct LockFuture<'a> {
     lock: &'a RawRwLock,
     phase: Phase,
     /// When this acquire first had to wait (feature `tracing`).
@@ -50,35 +57,35 @@ pub(crate) struct Acquire<'a> {
     node: Waiter,
 }
 
-impl Drop for Acquire<'_> {
+impl Drop for LockFuture<'_> {
     #[inline]
     fn drop(&mut self) {
         match self.phase {
             Phase::Queued => self.cancel(),
             // An upgrade not yet polled still owns the upgradable read lock.
-            Phase::Init if self.node.kind == Kind::Upgrader => self.release_upgradable(),
+            Phase::Init if self.node.kind == WaiterKind::Upgrade => self.release_upgradable(),
             _ => {}
         }
     }
 }
 
-impl<'a> Acquire<'a> {
+impl<'a> LockFuture<'a> {
     /// A pending read acquire of `lock`.
     #[inline]
     pub(crate) fn read(lock: &'a RawRwLock) -> Self {
-        Self::new(lock, Kind::Reader)
+        Self::new(lock, WaiterKind::Read)
     }
 
     /// A pending write acquire of `lock`.
     #[inline]
     pub(crate) fn write(lock: &'a RawRwLock) -> Self {
-        Self::new(lock, Kind::Writer)
+        Self::new(lock, WaiterKind::Write)
     }
 
     /// A pending upgradable-read acquire of `lock`.
     #[inline]
     pub(crate) fn upgradable_read(lock: &'a RawRwLock) -> Self {
-        Self::new(lock, Kind::Upgradable)
+        Self::new(lock, WaiterKind::UpgradableRead)
     }
 
     /// A pending upgrade of the upgradable read lock the caller owns on `lock`. The future
@@ -90,11 +97,11 @@ impl<'a> Acquire<'a> {
     /// The caller owns the upgradable read lock of `lock` and hands it to the future.
     #[inline]
     pub(crate) unsafe fn upgrade(lock: &'a RawRwLock) -> Self {
-        Self::new(lock, Kind::Upgrader)
+        Self::new(lock, WaiterKind::Upgrade)
     }
 
     #[inline]
-    fn new(lock: &'a RawRwLock, kind: Kind) -> Self {
+    fn new(lock: &'a RawRwLock, kind: WaiterKind) -> Self {
         Self {
             lock,
             phase: Phase::Init,
@@ -105,11 +112,11 @@ impl<'a> Acquire<'a> {
     }
 }
 
-impl Future for Acquire<'_> {
+impl Future for LockFuture<'_> {
     type Output = ();
 
     /// The fast paths, inlined into the caller: one `fetch_add` for a reader, one CAS for
-    /// a writer. Everything else is in [`Acquire::poll_slow`].
+    /// a writer. Everything else is in [`LockFuture::poll_slow`].
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // SAFETY: `node` is never moved out of (only `&` to it is taken, in `poll_slow`
@@ -117,13 +124,13 @@ impl Future for Acquire<'_> {
         let this = unsafe { self.get_unchecked_mut() };
         if this.phase == Phase::Init {
             let fast = match this.node.kind {
-                Kind::Reader => this.lock.read_fast(),
-                Kind::Writer if this.lock.write_fast() => Ok(()),
-                Kind::Upgradable if this.lock.try_upgradable_read() => Ok(()),
+                WaiterKind::Read => this.lock.read_fast(),
+                WaiterKind::Write if this.lock.write_fast() => Ok(()),
+                WaiterKind::UpgradableRead if this.lock.try_upgradable_read() => Ok(()),
                 // SAFETY: an upgrader in phase `Init` owns the upgradable read lock.
-                Kind::Upgrader if unsafe { this.lock.try_upgrade() } => Ok(()),
+                WaiterKind::Upgrade if unsafe { this.lock.try_upgrade() } => Ok(()),
                 // The other slow paths reload the count.
-                Kind::Writer | Kind::Upgradable | Kind::Upgrader => Err(0),
+                WaiterKind::Write | WaiterKind::UpgradableRead | WaiterKind::Upgrade => Err(0),
             };
             return match fast {
                 Ok(()) => done(&mut this.phase),
@@ -134,7 +141,7 @@ impl Future for Acquire<'_> {
     }
 }
 
-impl Acquire<'_> {
+impl LockFuture<'_> {
     /// [`poll_slow`](Self::poll_slow), with the kernel's `contention_begin` /
     /// `contention_end` as `tracing` events when the feature is on: one when the task
     /// first has to wait, one when it gets the lock (or gives up), with the wait time.
@@ -148,7 +155,7 @@ impl Acquire<'_> {
                 tracing::trace!(
                     target: "async_rwsem::contention",
                     lock = ?std::ptr::from_ref(self.lock),
-                    kind = ?self.node.kind,
+                    kind = %self.node.kind.event_name(),
                     "contention_begin"
                 );
             }
@@ -159,7 +166,7 @@ impl Acquire<'_> {
                 tracing::trace!(
                     target: "async_rwsem::contention",
                     lock = ?std::ptr::from_ref(self.lock),
-                    kind = ?self.node.kind,
+                    kind = %self.node.kind.event_name(),
                     wait_us = since.elapsed().as_micros() as u64,
                     acquired = true,
                     "contention_end"
@@ -187,17 +194,17 @@ impl Acquire<'_> {
             // changes: the clone is foreign code, and a panic in it must leave the future
             // in a phase whose drop undoes exactly what is held.
             Phase::Init => match kind {
-                Kind::Upgradable => {
+                WaiterKind::UpgradableRead => {
                     let waker = cx.waker().clone();
                     this.phase = Phase::Queued;
                     // SAFETY: as for the reader below.
                     unsafe { lock.upgradable_queue(node, waker) };
-                    if this.node.state.load(Ordering::Acquire) == GRANTED {
+                    if this.node.state(Acquire) == NodeState::Granted {
                         return done(&mut this.phase);
                     }
                     return Poll::Pending;
                 }
-                Kind::Upgrader => {
+                WaiterKind::Upgrade => {
                     // In phase `Init` a panic here leaves the upgradable read lock to our
                     // drop, which releases it.
                     let waker = cx.waker().clone();
@@ -209,7 +216,7 @@ impl Acquire<'_> {
                     }
                     return Poll::Pending;
                 }
-                Kind::Reader => {
+                WaiterKind::Read => {
                     if lock.read_slowpath(count) {
                         return done(&mut this.phase);
                     }
@@ -223,28 +230,16 @@ impl Acquire<'_> {
                         return done(&mut this.phase);
                     }
                     // Queued with our waker registered; our own queueing may have granted us.
-                    if this.node.state.load(Ordering::Acquire) == GRANTED {
+                    if this.node.state(Acquire) == NodeState::Granted {
                         return done(&mut this.phase);
                     }
                     return Poll::Pending;
                 }
-                Kind::Writer => {
+                WaiterKind::Write => {
                     if lock.write_spin() {
                         return done(&mut this.phase);
                     }
-                    let yields = lock.policy().writer_yields;
-                    if yields > 0 {
-                        this.phase = Phase::Yielding(yields - 1);
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                    let waker = cx.waker().clone();
-                    this.phase = Phase::Queued;
-                    // SAFETY: as for the reader.
-                    if unsafe { lock.write_queue(node, waker) } {
-                        return done(&mut this.phase);
-                    }
-                    return Poll::Pending;
+                    return this.yield_or_queue(cx, lock.policy().writer_yields);
                 }
             },
             Phase::Yielding(left) => {
@@ -252,21 +247,10 @@ impl Acquire<'_> {
                     lockevent!(lock, wlock_yield);
                     return done(&mut this.phase);
                 }
-                if left > 0 {
-                    this.phase = Phase::Yielding(left - 1);
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                let waker = cx.waker().clone();
-                this.phase = Phase::Queued;
-                // SAFETY: as for the reader.
-                if unsafe { lock.write_queue(node, waker) } {
-                    return done(&mut this.phase);
-                }
-                return Poll::Pending;
+                return this.yield_or_queue(cx, left);
             }
             Phase::Queued => {}
-            Phase::Done => panic!("`Acquire` polled after completion"),
+            Phase::Done => panic!("a lock future polled after completion"),
         }
         // SAFETY: the node is ours, pinned, and was queued on `lock`.
         if unsafe { lock.poll_queued(node, cx.waker()) } {
@@ -277,7 +261,27 @@ impl Acquire<'_> {
     }
 }
 
-impl Acquire<'_> {
+impl LockFuture<'_> {
+    /// A writer that could not take the lock: it yields to the executor (wakes itself and
+    /// returns `Pending`) while `yields` last, then queues.
+    fn yield_or_queue(&mut self, cx: &mut Context<'_>, yields: u32) -> Poll<()> {
+        if yields > 0 {
+            self.phase = Phase::Yielding(yields - 1);
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let waker = cx.waker().clone();
+        self.phase = Phase::Queued;
+        let node = NonNull::from(&self.node);
+        // SAFETY: the node is pinned in this future (we are called from `poll`), idle, and
+        // unlinked by our drop while queued (phase `Queued` is set before it is linked).
+        if unsafe { self.lock.write_queue(node, waker) } {
+            done(&mut self.phase)
+        } else {
+            Poll::Pending
+        }
+    }
+
     /// Dropped before its first poll: an upgrade gives up the upgradable read lock.
     #[cold]
     #[inline(never)]
@@ -303,7 +307,7 @@ impl Acquire<'_> {
             tracing::trace!(
                 target: "async_rwsem::contention",
                 lock = ?std::ptr::from_ref(self.lock),
-                kind = ?self.node.kind,
+                kind = %self.node.kind.event_name(),
                 wait_us = since.elapsed().as_micros() as u64,
                 acquired = false,
                 "contention_end"
@@ -321,7 +325,7 @@ fn done(phase: &mut Phase) -> Poll<()> {
 /// Releases a lock of `kind` if dropped: armed while foreign code runs between the moment
 /// an acquire owns the lock and the moment its guard exists.
 #[cfg(feature = "tracing")]
-struct ReleaseOnUnwind<'a>(&'a RawRwLock, Kind);
+struct ReleaseOnUnwind<'a>(&'a RawRwLock, WaiterKind);
 
 #[cfg(feature = "tracing")]
 impl Drop for ReleaseOnUnwind<'_> {
@@ -329,5 +333,130 @@ impl Drop for ReleaseOnUnwind<'_> {
         // SAFETY: armed only while the acquire owns a lock of this kind (a granted upgrade
         // owns the write lock), and disarmed (forgotten) when the guard takes it over.
         unsafe { self.0.unlock(self.1) }
+    }
+}
+
+impl RawRwLock {
+    /// A re-poll of a queued node. Returns `true` when the owner now holds the lock (the
+    /// node is unlinked and no longer `Waiting`).
+    ///
+    /// # Safety
+    ///
+    /// `node` belongs to the caller, was queued on `self` and is pinned.
+    pub(crate) unsafe fn poll_queued(&self, node: NonNull<Waiter>, waker: &Waker) -> bool {
+        // SAFETY: the node is alive (the caller owns it).
+        let waiter = unsafe { node.as_ref() };
+        if waiter.state(Acquire) != NodeState::Waiting {
+            return true;
+        }
+        // A new waker, cloned without the wait lock held (foreign code may panic).
+        let mut new_waker = None;
+        loop {
+            let mut list = lock(&self.wait_list);
+            if waiter.state(Relaxed) != NodeState::Waiting {
+                return true;
+            }
+            // SAFETY: linked (`Waiting`) and we hold the wait lock.
+            let acquired = unsafe {
+                match waiter.kind {
+                    WaiterKind::Write => {
+                        let state: WriterWaitState = self.writer_wait_state(&list, node);
+                        self.try_write_lock(&mut list, node, state)
+                    }
+                    WaiterKind::Upgrade => self.try_upgrade_own(&mut list, node),
+                    WaiterKind::Read | WaiterKind::UpgradableRead => false,
+                }
+            };
+            if acquired {
+                return true;
+            }
+            // SAFETY: linked and we hold the wait lock.
+            let old = unsafe {
+                waiter.with_inner(|inner| {
+                    if inner.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                        return Ok(None);
+                    }
+                    // If a waker took the old one since we last looked (a woken writer),
+                    // the attempt above answered that wake-up; the new one is next.
+                    new_waker
+                        .take()
+                        .map(|new| inner.waker.replace(new))
+                        .ok_or(())
+                })
+            };
+            drop(list);
+            match old {
+                Ok(old) => {
+                    drop(old);
+                    return false;
+                }
+                Err(()) => new_waker = Some(waker.clone()),
+            }
+        }
+    }
+
+    /// A pending acquire is dropped (`rwsem_del_wake_waiter`): unlink the node, pass the
+    /// wake-up (and any handoff) on to the next head, or release a lock already granted.
+    ///
+    /// # Safety
+    ///
+    /// `node` belongs to the caller, was queued on `self` and is pinned; after this call it
+    /// is unlinked and may be freed.
+    pub(crate) unsafe fn cancel(&self, node: NonNull<Waiter>) {
+        // SAFETY: the node is alive (the caller owns it).
+        let waiter = unsafe { node.as_ref() };
+        let kind = waiter.kind;
+        let granted = match waiter.state(Acquire) {
+            NodeState::Granted => true,
+            NodeState::Idle => false,
+            NodeState::Waiting => {
+                let (granted, waker) = self.with_wait_list(|list, wakers| {
+                    match waiter.state(Relaxed) {
+                        // Granted meanwhile, under the wait lock we then took.
+                        NodeState::Granted => return (true, None),
+                        NodeState::Idle => return (false, None),
+                        NodeState::Waiting => {}
+                    }
+                    let was_head = list.head() == Some(node);
+                    // SAFETY: `Waiting` means linked; we hold the wait lock.
+                    let waker = unsafe {
+                        list.remove(node);
+                        waiter.with_inner(|inner| inner.waker.take())
+                    };
+                    waiter.set_state(NodeState::Idle, Relaxed);
+                    if kind == WaiterKind::Upgrade {
+                        // A dropped upgrade gives up the upgradable read lock it held too.
+                        self.count.fetch_sub(READER_BIAS + UPGRADABLE, Release);
+                    }
+                    if list.is_empty() {
+                        self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+                    } else if was_head {
+                        // The next head inherits any handoff, and may be able to run now.
+                        self.mark_wake(list, WakeType::Any, wakers);
+                    }
+                    (false, waker)
+                });
+                // Foreign code, with nothing linked and the wait lock released.
+                drop(waker);
+                if !granted {
+                    self.count_cancel(kind);
+                    return;
+                }
+                true
+            }
+        };
+        if granted {
+            // SAFETY: a granted node's owner holds the lock; it gives it up.
+            unsafe { self.unlock(kind) };
+            self.count_cancel(kind);
+        }
+    }
+
+    #[inline]
+    fn count_cancel(&self, kind: WaiterKind) {
+        match kind {
+            WaiterKind::Read | WaiterKind::UpgradableRead => lockevent!(self, rlock_cancel),
+            WaiterKind::Write | WaiterKind::Upgrade => lockevent!(self, wlock_cancel),
+        }
     }
 }

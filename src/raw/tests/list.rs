@@ -1,0 +1,141 @@
+//! Unit tests of the intrusive wait list and of the wake list (a child module of
+//! `list`, so that they see its private fields).
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::Wake;
+
+use super::*;
+
+fn node() -> Pin<Box<Waiter>> {
+    Box::pin(Waiter::new(WaiterKind::Read))
+}
+
+fn ptr(node: &Pin<Box<Waiter>>) -> NonNull<Waiter> {
+    NonNull::from(&**node)
+}
+
+/// The list from head to tail, following `next`, checked against `len` and `tail`.
+fn order(list: &WaitList) -> Vec<NonNull<Waiter>> {
+    let mut out = Vec::new();
+    let mut cursor = list.head();
+    while let Some(node) = cursor {
+        out.push(node);
+        // SAFETY: the test's nodes are alive and linked; the test owns the list.
+        cursor = unsafe { list.next(node) };
+    }
+    assert_eq!(out.len(), list.len());
+    assert_eq!(out.last().copied(), list.tail);
+    assert_eq!(list.is_empty(), out.is_empty());
+    out
+}
+
+#[test]
+fn push_back_keeps_arrival_order_and_remove_relinks_the_neighbours() {
+    let (a, b, c) = (node(), node(), node());
+    let mut list = WaitList::new();
+    assert!(list.is_empty());
+    // SAFETY: pinned idle nodes that outlive their time in the list.
+    unsafe {
+        list.push_back(ptr(&a));
+        list.push_back(ptr(&b));
+        list.push_back(ptr(&c));
+    }
+    assert_eq!(order(&list), [ptr(&a), ptr(&b), ptr(&c)]);
+    for n in [&a, &b, &c] {
+        assert_eq!(n.state(Ordering::Relaxed), NodeState::Waiting);
+    }
+    // SAFETY: linked nodes of this list.
+    unsafe { list.remove(ptr(&b)) };
+    assert_eq!(order(&list), [ptr(&a), ptr(&c)]);
+    // SAFETY: as above.
+    unsafe { list.remove(ptr(&a)) };
+    assert_eq!(order(&list), [ptr(&c)]);
+    assert_eq!(list.head(), Some(ptr(&c)));
+    // SAFETY: as above.
+    unsafe { list.remove(ptr(&c)) };
+    assert!(order(&list).is_empty());
+    assert_eq!(list.head(), None);
+}
+
+#[test]
+fn push_front_jumps_the_queue_and_the_tail_is_kept() {
+    let (a, b, up) = (node(), node(), node());
+    let mut list = WaitList::new();
+    // SAFETY: pinned idle nodes that outlive their time in the list.
+    unsafe {
+        list.push_front(ptr(&a));
+        list.push_back(ptr(&b));
+        list.push_front(ptr(&up));
+    }
+    assert_eq!(order(&list), [ptr(&up), ptr(&a), ptr(&b)]);
+    // SAFETY: linked nodes of this list.
+    unsafe { list.remove(ptr(&b)) };
+    assert_eq!(order(&list), [ptr(&up), ptr(&a)]);
+    // A removed node can be linked again (a node is reused by its future only after
+    // it is `Idle` again, but the list does not care).
+    // SAFETY: `b` is unlinked and alive.
+    unsafe { list.push_back(ptr(&b)) };
+    assert_eq!(order(&list), [ptr(&up), ptr(&a), ptr(&b)]);
+    // SAFETY: linked nodes of this list.
+    unsafe {
+        list.remove(ptr(&up));
+        list.remove(ptr(&b));
+        list.remove(ptr(&a));
+    }
+    assert!(order(&list).is_empty());
+}
+
+#[test]
+fn enqueue_records_the_waker_and_the_time() {
+    let a = node();
+    let mut list = WaitList::new();
+    let waker = futures::task::noop_waker();
+    // SAFETY: a pinned idle node that outlives its time in the list.
+    unsafe { list.enqueue(ptr(&a), waker, false) };
+    // SAFETY: linked, and the test owns the list.
+    let (has_waker, has_time) =
+        unsafe { a.with_inner(|inner| (inner.waker.is_some(), inner.queued_at.is_some())) };
+    assert!(has_waker && has_time);
+    // SAFETY: as above.
+    unsafe { list.remove(ptr(&a)) };
+}
+
+struct Count(AtomicUsize, bool);
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+        if self.1 {
+            panic!("wake panics");
+        }
+    }
+}
+
+#[test]
+fn wake_list_wakes_every_waker_even_when_one_panics() {
+    let good = Arc::new(Count(AtomicUsize::new(0), false));
+    let bad = Arc::new(Count(AtomicUsize::new(0), true));
+    let mut wakers = WakeList::new();
+    wakers.push(Waker::from(Arc::clone(&good)));
+    wakers.push(Waker::from(Arc::clone(&bad)));
+    wakers.push(Waker::from(Arc::clone(&good)));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| wakers.wake_all()));
+    assert!(result.is_err(), "the panic is resumed after the last wake");
+    assert_eq!(good.0.load(SeqCst), 2);
+    assert_eq!(bad.0.load(SeqCst), 1);
+    assert_eq!(Arc::strong_count(&good), 1, "every waker was consumed");
+    assert_eq!(Arc::strong_count(&bad), 1, "every waker was consumed");
+}
+
+#[test]
+fn a_dropped_wake_list_wakes_what_it_holds() {
+    let good = Arc::new(Count(AtomicUsize::new(0), false));
+    let mut wakers = WakeList::new();
+    for _ in 0..WakeList::CAPACITY {
+        wakers.push(Waker::from(Arc::clone(&good)));
+    }
+    drop(wakers);
+    assert_eq!(good.0.load(SeqCst), WakeList::CAPACITY);
+    assert_eq!(Arc::strong_count(&good), 1);
+}

@@ -1,0 +1,210 @@
+//! Upgradable reads, upgrades and downgrades.
+//!
+//! The upgradable reader is a read lock plus the `UPGRADABLE` bit, at most one at a time,
+//! beside any number of plain readers. Its upgrade queues at the *head* of the wait queue
+//! and sets `HANDOFF`, so that no new reader gets in while the others leave; the last one
+//! out grants it the write lock. Downgrades turn the write lock into a read lock (or the
+//! upgradable one) in one atomic add, and grant the queued readers beside it.
+
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::task::Waker;
+
+use super::count::*;
+use super::list::{WaitList, Waiter};
+use super::stats::lockevent;
+use super::RawRwLock;
+
+impl RawRwLock {
+    /// Takes the upgradable read lock if that needs no waiting: no writer, no other
+    /// upgradable reader, nobody queued.
+    #[inline]
+    pub(crate) fn try_upgradable_read(&self) -> bool {
+        let mut count = self.count.load(Relaxed);
+        while count & (READ_FAILED_MASK | UPGRADABLE) == 0 && self.reader_room(readers(count)) {
+            match self.count.compare_exchange_weak(
+                count,
+                count + READER_BIAS + UPGRADABLE,
+                Acquire,
+                Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
+    }
+
+    /// Releases the upgradable read lock.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock of `self` and gives it up.
+    pub(crate) unsafe fn unlock_upgradable(&self) {
+        let old = self.count.fetch_sub(READER_BIAS + UPGRADABLE, Release);
+        debug_assert!(old & UPGRADABLE != 0 && readers(old) > 0);
+        if old & WAITERS != 0 {
+            // The lock may be free, or a queued upgradable reader may now get in beside the
+            // remaining readers.
+            self.wake();
+        }
+    }
+
+    /// Turns the write lock into a read lock in one atomic step and, if a reader heads the
+    /// queue, grants the queued readers (not the queued writers) the lock beside it; a
+    /// writer at the head keeps its place and the readers behind it (`__downgrade_write`).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock of `self`; afterwards it owns a read lock instead.
+    pub(crate) unsafe fn downgrade(&self) {
+        let old = self
+            .count
+            .fetch_add(READER_BIAS.wrapping_sub(WRITER_LOCKED), AcqRel);
+        debug_assert!(
+            old & WRITER_LOCKED != 0,
+            "downgrade of a lock not write-locked"
+        );
+        if old & WAITERS != 0 {
+            self.wake_readers_after_steal();
+        }
+    }
+
+    /// Turns the upgradable read lock into a plain read lock.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock; afterwards it owns a read lock instead.
+    pub(crate) unsafe fn downgrade_upgradable(&self) {
+        let old = self.count.fetch_sub(UPGRADABLE, AcqRel);
+        debug_assert!(old & UPGRADABLE != 0);
+        if old & WAITERS != 0 {
+            self.wake_readers_after_steal();
+        }
+    }
+
+    /// Turns the write lock into the upgradable read lock in one atomic step, granting the
+    /// queued readers (not writers, nor upgradable readers) beside it, as
+    /// [`downgrade`](Self::downgrade) does.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock; afterwards it owns the upgradable read lock.
+    pub(crate) unsafe fn downgrade_to_upgradable(&self) {
+        let old = self.count.fetch_add(
+            (READER_BIAS + UPGRADABLE).wrapping_sub(WRITER_LOCKED),
+            AcqRel,
+        );
+        debug_assert!(old & WRITER_LOCKED != 0 && old & UPGRADABLE == 0);
+        if old & WAITERS != 0 {
+            self.wake_readers_after_steal();
+        }
+    }
+
+    /// Trades the upgradable read lock for the write lock if no other reader holds the
+    /// lock. Does not wait.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock; on `true` it owns the write lock instead.
+    pub(crate) unsafe fn try_upgrade(&self) -> bool {
+        self.count
+            .fetch_update(Acquire, Relaxed, |count| {
+                debug_assert!(count & UPGRADABLE != 0);
+                // Only our bias is left: trade it (and the bit) for the writer bit. A
+                // pending handoff stays for the head to take when we release.
+                (readers(count) == 1).then(|| (count - READER_BIAS - UPGRADABLE) | WRITER_LOCKED)
+            })
+            .is_ok()
+    }
+
+    /// Queues an upgradable reader (its bias is not in the count). The node may have been
+    /// granted already when this returns: the caller checks its state.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a pinned `Idle` upgradable-reader node that stays alive, and is unlinked
+    /// by the caller's drop, while it is `Waiting`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn upgradable_queue(&self, node: NonNull<Waiter>, waker: Waker) {
+        self.with_wait_list(|list, wakers| {
+            let first = list.is_empty();
+            // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
+            unsafe { list.enqueue(node, waker, false) };
+            lockevent!(self, sleep_reader);
+            if first {
+                self.count.fetch_or(WAITERS, Relaxed);
+            }
+            // The lock may have changed since the fast path failed: grant what can be.
+            let count = self.count.load(Relaxed);
+            self.cond_wake(list, count, wakers);
+        })
+    }
+
+    /// Queues the upgradable reader's upgrade at the head of the queue and sets `HANDOFF`,
+    /// so that no new reader gets in while the others leave. Returns `true` with the write
+    /// lock owned (the node unlinked again).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the upgradable read lock; `node` is a pinned `Idle` upgrade node
+    /// that stays alive, and is unlinked by the caller's drop, while it is `Waiting`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn upgrade_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
+        self.with_wait_list(|list, _| {
+            // SAFETY: we own the upgradable read lock.
+            if unsafe { self.try_upgrade() } {
+                return true;
+            }
+            // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
+            unsafe { list.enqueue(node, waker, true) };
+            lockevent!(self, sleep_writer);
+            self.count.fetch_or(WAITERS | HANDOFF, Relaxed);
+            // The other readers may have left before the bits were set (their unlock saw
+            // no waiters): look again.
+            // SAFETY: the node is ours and linked in `list`, which we hold.
+            unsafe { self.try_upgrade_own(list, node) }
+        })
+    }
+
+    /// Under the wait lock, for the queued upgrade at the head: take the write lock if only
+    /// the upgradable reader's own bias is left. The node stays linked: the caller unlinks
+    /// it, by [`grant`](Self::grant) (a waker) or [`unlink_own`](Self::unlink_own) (the
+    /// owner).
+    ///
+    /// # Safety
+    ///
+    /// `node` is the linked upgrade node at the head of `list`, the locked wait list of
+    /// `self`.
+    pub(super) unsafe fn try_upgrade_locked(&self, list: &WaitList, node: NonNull<Waiter>) -> bool {
+        debug_assert_eq!(list.head(), Some(node));
+        let taken = self.queued_write_lock(list, READER_BIAS + UPGRADABLE, |count| {
+            count & WRITER_LOCKED == 0 && readers(count) == 1
+        });
+        if taken {
+            lockevent!(self, wlock_queued);
+        }
+        taken
+    }
+
+    /// [`try_upgrade_locked`](Self::try_upgrade_locked) by the upgrading reader itself.
+    ///
+    /// # Safety
+    ///
+    /// As for `try_upgrade_locked`; the caller owns the node.
+    pub(super) unsafe fn try_upgrade_own(
+        &self,
+        list: &mut WaitList,
+        node: NonNull<Waiter>,
+    ) -> bool {
+        // SAFETY: forwarded from the caller.
+        let won = unsafe { self.try_upgrade_locked(list, node) };
+        if won {
+            // SAFETY: the caller owns the node, linked in `list`.
+            unsafe { self.unlink_own(list, node) };
+        }
+        won
+    }
+}

@@ -1,0 +1,386 @@
+//! Waking and granting (`rwsem_wake`, `rwsem_mark_wake`), under the wait lock.
+//!
+//! [`RawRwLock::grant`] is the only place a node is granted, and
+//! [`RawRwLock::queued_write_lock`] the only place a queued waiter (a writer, or the
+//! upgrade) takes the write lock: every path that hands a waiter the lock goes through
+//! them.
+
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::time::Duration;
+
+use super::count::*;
+use super::list::{NodeState, WaitList, Waiter, WaiterKind, WakeList};
+use super::stats::lockevent;
+use super::RawRwLock;
+
+/// Why [`RawRwLock::mark_wake`] is called (the kernel's `enum rwsem_wake_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WakeType {
+    /// The lock may be free: wake a head writer, or grant the head readers.
+    Any,
+    /// Readers own the lock: grant the head readers, leave a head writer asleep.
+    Readers,
+    /// The caller owns a read lock (it stole one, or downgraded): grant the head readers
+    /// without taking a bias for the check.
+    ReadOwned,
+}
+
+impl RawRwLock {
+    /// `rwsem_wake`: the lock may be free and someone waits.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn wake(&self) {
+        self.with_wait_list(|list, wakers| self.mark_wake(list, WakeType::Any, wakers));
+    }
+
+    /// After a reader stole the lock (or a writer downgraded) with waiters queued, grant
+    /// the queued readers.
+    #[cold]
+    pub(super) fn wake_readers_after_steal(&self) {
+        self.with_wait_list(|list, wakers| self.mark_wake(list, WakeType::ReadOwned, wakers));
+    }
+
+    /// `rwsem_cond_wake_waiter`: after a change that may let the head run.
+    pub(super) fn cond_wake(&self, list: &mut WaitList, count: usize, wakers: &mut WakeList) {
+        if count & WRITER_LOCKED != 0 {
+            return;
+        }
+        let wake_type = if count & READER_MASK != 0 {
+            WakeType::Readers
+        } else {
+            WakeType::Any
+        };
+        self.mark_wake(list, wake_type, wakers);
+    }
+
+    /// `rwsem_mark_wake`: wake or grant the head of the queue, under the wait lock. Wakers
+    /// go to `wakers`, to be called once the wait lock is released.
+    pub(super) fn mark_wake(
+        &self,
+        list: &mut WaitList,
+        wake_type: WakeType,
+        wakers: &mut WakeList,
+    ) {
+        while self.mark_wake_once(list, wake_type, wakers) {}
+    }
+
+    /// One pass of [`mark_wake`](Self::mark_wake). Returns `true` if it must look again:
+    /// its check bias filled the last `max_readers` slot while a reader left, so that
+    /// reader's release woke nobody, and the slot is free now.
+    fn mark_wake_once(
+        &self,
+        list: &mut WaitList,
+        wake_type: WakeType,
+        wakers: &mut WakeList,
+    ) -> bool {
+        let Some(head) = list.head() else {
+            return false;
+        };
+        // SAFETY: linked nodes are alive while we hold the wait lock.
+        let head_kind = unsafe { head.as_ref() }.kind;
+        match head_kind {
+            WaiterKind::Write => {
+                if wake_type == WakeType::Any {
+                    // SAFETY: `head` is the head of `list`, which we hold.
+                    unsafe { self.wake_writer(list, head, wakers) };
+                }
+                return false;
+            }
+            WaiterKind::Upgrade => {
+                // SAFETY: `head` is the head of `list`, which we hold.
+                unsafe { self.grant_upgrade(list, head, wakers) };
+                return false;
+            }
+            WaiterKind::Read | WaiterKind::UpgradableRead => {}
+        }
+
+        // The head is a reader: grant every queued reader (up to the batch limit) at once,
+        // and the first queued upgradable reader if no upgradable reader holds the lock.
+        let oldcount;
+        let mut adjustment = 0usize;
+        if wake_type == WakeType::ReadOwned {
+            // Our caller owns a read lock, so no writer can get in. HANDOFF is stable
+            // under the wait lock.
+            oldcount = self.count.load(Relaxed);
+        } else {
+            if self.count.load(Relaxed) & READ_FAIL != 0 {
+                return false; // Too many readers already: the unlocks will wake again.
+            }
+            // Take a read lock for the head first, to keep writers out while we grant.
+            adjustment = READER_BIAS;
+            oldcount = self.count.fetch_add(READER_BIAS, Acquire);
+            if oldcount & WRITER_LOCKED != 0 {
+                // A writer holds the lock (one that took it before this grant, or the
+                // head of a queue that this grant's caller is passing the wake-up down).
+                // The reader head is next: request the handoff, so that no reader
+                // steals in between and the release grants it directly.
+                let mut undo = READER_BIAS.wrapping_neg();
+                if oldcount & HANDOFF == 0 && self.policy.handoff_timeout != Duration::MAX {
+                    undo = undo.wrapping_add(HANDOFF);
+                    lockevent!(self, rlock_handoff);
+                }
+                self.count.fetch_add(undo, Release);
+                return false;
+            }
+        }
+
+        // Pass 1: how many readers to grant. The count must hold all their biases before
+        // any of them is marked granted, or one could run, unlock and let a writer in
+        // beside readers that are still to be marked.
+        // `UPGRADABLE` can be cleared meanwhile (its holder leaves) but not set: setting it
+        // needs an empty queue or the wait lock. So a clear bit here stays clear.
+        // Within `max_readers`: the readers already inside (our check bias, if any, is
+        // the head's and counts as granted below) leave this much room.
+        let room = self.max_readers.saturating_sub(readers(oldcount));
+        let batch = self
+            .policy
+            .reader_wake_batch
+            .min(WakeList::CAPACITY - 1)
+            .min(room);
+        let mut pick = GrantPick::new(oldcount);
+        let mut woken = 0usize;
+        let mut cursor = Some(head);
+        while let Some(node) = cursor {
+            if woken == batch {
+                break;
+            }
+            // SAFETY: linked nodes are alive while we hold the wait lock.
+            if pick.take(unsafe { node.as_ref() }.kind) {
+                woken += 1;
+            }
+            // SAFETY: `node` is linked in `list`, which we hold.
+            cursor = unsafe { list.next(node) };
+        }
+        if woken == 0 {
+            // Nobody can be granted now: only an upgradable reader waits at the head while
+            // another holds the lock, or `max_readers` readers are inside. Their release
+            // wakes the queue again.
+            if adjustment != 0 {
+                let now = self
+                    .count
+                    .fetch_sub(adjustment, Release)
+                    .wrapping_sub(adjustment);
+                // Our check bias was in the count: a reader that left meanwhile saw the
+                // last slot still taken (by it) and woke nobody. If that left room, the
+                // wake-up is ours to make.
+                return room == 0 && now & WRITER_LOCKED == 0 && self.reader_room(readers(now));
+            }
+            return false;
+        }
+        let head_granted = GrantPick::new(oldcount).take(head_kind);
+        let mut adjust = (woken * READER_BIAS).wrapping_sub(adjustment);
+        if pick.upgradable_taken {
+            adjust = adjust.wrapping_add(UPGRADABLE);
+        }
+        if woken == list.len() {
+            // Everyone is granted: nobody waits any more, nobody needs a handoff.
+            adjust = adjust.wrapping_sub(WAITERS);
+            if oldcount & HANDOFF != 0 {
+                adjust = adjust.wrapping_sub(HANDOFF);
+            }
+        } else if oldcount & HANDOFF != 0 && head_granted {
+            // The head got the lock: the handoff it asked for is done.
+            adjust = adjust.wrapping_sub(HANDOFF);
+        }
+        if adjust != 0 {
+            self.count.fetch_add(adjust, AcqRel);
+        }
+
+        // Pass 2: the count holds their locks now; grant them.
+        let mut pick = GrantPick::new(oldcount);
+        let mut left = woken;
+        let mut cursor = Some(head);
+        while left > 0 {
+            let node = cursor.expect("pass 1 counted these readers");
+            // SAFETY: `node` is linked in `list`, which we hold.
+            cursor = unsafe { list.next(node) };
+            // SAFETY: linked nodes are alive while we hold the wait lock.
+            if !pick.take(unsafe { node.as_ref() }.kind) {
+                continue;
+            }
+            // SAFETY: linked in `list`; wait lock held; its lock is in the count.
+            unsafe { self.grant(list, node, wakers) };
+            lockevent!(self, wake_reader);
+            left -= 1;
+        }
+        false
+    }
+
+    /// Grants `node` the lock the count word already holds for it: unlinks it, moves its
+    /// waker to `wakers`, and stores [`NodeState::Granted`] as the last touch (from then
+    /// on its owner may drop it). The one place a node is granted.
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked in `list`, the locked wait list of `self`, and the caller has
+    /// adjusted the count word so that it holds the lock `node` waits for.
+    pub(super) unsafe fn grant(
+        &self,
+        list: &mut WaitList,
+        node: NonNull<Waiter>,
+        wakers: &mut WakeList,
+    ) {
+        // SAFETY: linked in `list`, and we hold the wait lock.
+        let waker = unsafe {
+            list.remove(node);
+            node.as_ref().with_inner(|inner| inner.waker.take())
+        };
+        if let Some(waker) = waker {
+            wakers.push(waker);
+        }
+        // Last touch of the node: from here its owner may drop it.
+        // SAFETY: alive: its owner cannot drop it before it sees `Granted`.
+        unsafe { node.as_ref() }.set_state(NodeState::Granted, Release);
+    }
+
+    /// The owner of `node` took the lock itself under the wait lock: unlink the node and
+    /// make it `Idle` again.
+    ///
+    /// # Safety
+    ///
+    /// `node` is the caller's own node, linked in `list`, the locked wait list of `self`.
+    pub(super) unsafe fn unlink_own(&self, list: &mut WaitList, node: NonNull<Waiter>) {
+        // SAFETY: linked in `list`, and we hold the wait lock; the node is ours.
+        unsafe {
+            list.remove(node);
+            node.as_ref().set_state(NodeState::Idle, Relaxed);
+        }
+    }
+
+    /// A queued waiter takes the write lock, in one CAS loop: sets `WRITER_LOCKED`, clears
+    /// `HANDOFF` (a handoff is only ever the head's, and the head is served now), clears
+    /// `WAITERS` if it is the last waiter, and takes `trade` out of the count (the
+    /// upgrading reader's own bias and `UPGRADABLE`; 0 for a writer). Fails, changing
+    /// nothing, while `can_take(count)` is false. The one place a queued waiter gets the
+    /// write lock; the caller unlinks its node.
+    pub(super) fn queued_write_lock(
+        &self,
+        list: &WaitList,
+        trade: usize,
+        can_take: impl Fn(usize) -> bool,
+    ) -> bool {
+        let last = list.len() == 1;
+        self.count
+            .fetch_update(Acquire, Relaxed, |count| {
+                can_take(count).then(|| {
+                    let new = ((count - trade) | WRITER_LOCKED) & !HANDOFF;
+                    if last {
+                        new & !WAITERS
+                    } else {
+                        new
+                    }
+                })
+            })
+            .is_ok()
+    }
+
+    /// Wakes the head writer; or, with the lock free and a handoff pending or due (the head
+    /// has waited past the timeout), grants it the lock directly.
+    ///
+    /// Granting a head that is due a handoff here, in the releasing task, is this crate's
+    /// adaptation of the kernel: there a woken writer runs at once and sets `HANDOFF`
+    /// itself; a woken task may wait in its executor's run queue while arrivals steal the
+    /// lock, so the bound on its wait must not depend on when it is next polled.
+    ///
+    /// # Safety
+    ///
+    /// `head` is the head of `list`, which is the locked wait list of `self`.
+    unsafe fn wake_writer(
+        &self,
+        list: &mut WaitList,
+        head: NonNull<Waiter>,
+        wakers: &mut WakeList,
+    ) {
+        let count = self.count.load(Relaxed);
+        if count & LOCK_MASK != 0 {
+            // Still owned: the owner's release will wake the head.
+            return;
+        }
+        // SAFETY: `head` is linked and we hold the wait lock.
+        if count & HANDOFF != 0 || unsafe { self.timed_out(head) } {
+            if count & HANDOFF == 0 {
+                lockevent!(self, wlock_handoff);
+            }
+            // Nobody but the head may take the lock now: hand it over directly. A
+            // reader's transient bias makes this fail; its queueing re-checks.
+            if self.queued_write_lock(list, 0, |count| count & LOCK_MASK == 0) {
+                // SAFETY: `head` is linked in `list`; the count holds its write lock.
+                unsafe { self.grant(list, head, wakers) };
+                lockevent!(self, wlock_queued);
+            }
+            return;
+        }
+        // SAFETY: linked, wait lock held.
+        let waker = unsafe {
+            head.as_ref().with_inner(|inner| {
+                inner.woken = true;
+                inner.waker.take()
+            })
+        };
+        if let Some(waker) = waker {
+            wakers.push(waker);
+            lockevent!(self, wake_writer);
+        }
+    }
+
+    /// Grants the queued upgrade at the head the write lock if only its own bias is left.
+    ///
+    /// # Safety
+    ///
+    /// `head` is the head of `list`, the locked wait list of `self`, and an upgrade.
+    unsafe fn grant_upgrade(
+        &self,
+        list: &mut WaitList,
+        head: NonNull<Waiter>,
+        wakers: &mut WakeList,
+    ) {
+        // SAFETY: forwarded from the caller.
+        if unsafe { self.try_upgrade_locked(list, head) } {
+            // SAFETY: linked; the count holds its write lock now.
+            unsafe { self.grant(list, head, wakers) };
+        }
+    }
+
+    /// Has the node waited past the handoff timeout?
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked and the caller holds the wait lock.
+    pub(super) unsafe fn timed_out(&self, node: NonNull<Waiter>) -> bool {
+        let timeout = self.policy.handoff_timeout;
+        if timeout == Duration::MAX {
+            return false;
+        }
+        // SAFETY: caller's contract.
+        let queued_at = unsafe { node.as_ref().with_inner(|inner| inner.queued_at) };
+        timeout.is_zero() || queued_at.is_some_and(|t| t.elapsed() >= timeout)
+    }
+}
+
+/// Which queued waiters one batch grant takes: every reader, and the first upgradable
+/// reader if no upgradable reader holds the lock.
+struct GrantPick {
+    upgradable_free: bool,
+    upgradable_taken: bool,
+}
+
+impl GrantPick {
+    fn new(count: usize) -> Self {
+        Self {
+            upgradable_free: count & UPGRADABLE == 0,
+            upgradable_taken: false,
+        }
+    }
+
+    fn take(&mut self, kind: WaiterKind) -> bool {
+        match kind {
+            WaiterKind::Read => true,
+            WaiterKind::UpgradableRead if self.upgradable_free && !self.upgradable_taken => {
+                self.upgradable_taken = true;
+                true
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Writers: the one-CAS fast path and its release, then the slow path in the kernel's
+//! order (`rwsem_down_write_slowpath`): spin, then (in the lock future) yield, then queue;
+//! and [`try_write_lock`](RawRwLock::try_write_lock), by which a queued writer takes the
+//! lock or asks for the handoff.
+
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use super::count::*;
+use super::list::{WaitList, Waiter};
+use super::stats::lockevent;
+use super::{backoff, spin_over, RawRwLock};
+
+/// How many writers skip the spin after one ran out of budget (adaptive spinning: a lock
+/// whose owners suspend inside their sections stops paying for spins that cannot win).
+const SPIN_SKIP_AFTER_FAIL: u8 = 8;
+
+/// Where a queued writer stands when it tries for the lock (the kernel's
+/// `enum writer_wait_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WriterWaitState {
+    /// Not the head: it may take a lock that is free with no handoff pending, unless the
+    /// policy hands the lock to the head at every release (`handoff_timeout` zero).
+    NotFirst,
+    /// The head, not due a handoff: it takes the lock if it is free.
+    First,
+    /// The head, due a handoff (it was woken and lost a race, or waited past the
+    /// timeout): it takes the lock if it is free, and otherwise sets `HANDOFF`.
+    Handoff,
+}
+
+impl RawRwLock {
+    /// The write fast path: one CAS from idle.
+    #[inline]
+    pub(crate) fn write_fast(&self) -> bool {
+        let ok = self.write_fast_cas();
+        if ok {
+            lockevent!(self, wlock_fast);
+        }
+        ok
+    }
+
+    #[inline]
+    fn write_fast_cas(&self) -> bool {
+        self.count
+            .compare_exchange(0, WRITER_LOCKED, Acquire, Relaxed)
+            .is_ok()
+    }
+
+    /// Takes the write lock if it is free and nobody waits for it (the kernel's
+    /// `down_write_trylock`: one CAS from idle).
+    #[inline]
+    pub(crate) fn try_write(&self) -> bool {
+        self.write_fast()
+    }
+
+    /// Releases the write lock.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock of `self` and gives it up.
+    #[inline]
+    pub(crate) unsafe fn unlock_write(&self) {
+        let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+        debug_assert!(
+            old & WRITER_LOCKED != 0,
+            "write unlock of a lock not write-locked"
+        );
+        if old & WAITERS != 0 {
+            self.wake();
+        }
+    }
+
+    /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
+    /// with the write lock owned.
+    ///
+    /// Two async adaptations of the kernel's spin, both measured (see the CHANGELOG):
+    /// - One spinner at a time (the kernel queues its spinners on the OSQ lock): a second
+    ///   writer goes straight on to yield or queue instead of burning another worker.
+    /// - Spin only while nobody is queued. With waiters the lock goes to a woken task,
+    ///   which may sit in its executor's run queue for a long time: a spinner would steal
+    ///   from it (starving readers queued behind) or burn its worker waiting for a task
+    ///   that is not running. The kernel spins only while the owner runs on a CPU; "the
+    ///   queue is empty" is the nearest thing a lock can see from inside an executor.
+    pub(crate) fn write_spin(&self) -> bool {
+        let base = self.policy.writer_spin;
+        if base.is_zero() || self.count.load(Relaxed) & WAITERS != 0 {
+            return false;
+        }
+        if self.spin_skip.load(Relaxed) != 0 {
+            // A recent spin ran out of budget: skip this one (and count down).
+            let _ = self
+                .spin_skip
+                .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+            lockevent!(self, opt_nospin);
+            return false;
+        }
+        if self.spinner.swap(true, Acquire) {
+            lockevent!(self, opt_nospin);
+            return false;
+        }
+        let won = self.spin_as_the_spinner(base);
+        self.spinner.store(false, Release);
+        won
+    }
+
+    /// The spin itself, by the one writer that holds the spinner slot.
+    fn spin_as_the_spinner(&self, base: Duration) -> bool {
+        let start = Instant::now();
+        let mut step = 0u32;
+        let mut rounds = 0u32;
+        loop {
+            let count = self.count.load(Relaxed);
+            if count == 0 {
+                if self.write_fast_cas() {
+                    lockevent!(self, opt_lock);
+                    return true;
+                }
+                continue;
+            }
+            if count & WAITERS != 0 {
+                break; // someone queued: the lock is theirs next.
+            }
+            // Readers hold the lock longer in aggregate: spin longer for more of them, as
+            // the kernel does (10 us + 0.5 us per reader, at most 25 us).
+            let budget = if count & WRITER_LOCKED == 0 {
+                let extra = base.saturating_mul(readers(count).min(u32::MAX as usize) as u32) / 20;
+                base.saturating_add(extra).min(base.saturating_mul(5) / 2)
+            } else {
+                base
+            };
+            rounds += 1;
+            if spin_over(start, budget, rounds) {
+                // The owner kept the lock for the whole budget: most likely it is a task
+                // suspended inside its section, which no spinning will hurry. Let the
+                // next few writers go straight on to yield and queue.
+                self.spin_skip.store(SPIN_SKIP_AFTER_FAIL, Relaxed);
+                break;
+            }
+            backoff(&mut step);
+        }
+        lockevent!(self, opt_fail);
+        false
+    }
+
+    /// Queues a writer and tries for the lock once under the wait lock. Returns `true`
+    /// with the write lock owned (and the node unlinked again).
+    ///
+    /// # Safety
+    ///
+    /// `node` is a pinned `Idle` writer node that stays alive, and is unlinked by the
+    /// caller's drop, while it is `Waiting`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn write_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
+        self.with_wait_list(|list, wakers| {
+            let first = list.is_empty();
+            // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
+            unsafe { list.enqueue(node, waker, false) };
+            lockevent!(self, sleep_writer);
+            if first {
+                self.count.fetch_or(WAITERS, Relaxed);
+            } else {
+                // Others wait already: readers at the head may be grantable now.
+                let count = self.count.load(Relaxed);
+                self.cond_wake(list, count, wakers);
+            }
+            // SAFETY: the node is linked and we hold the wait lock.
+            unsafe {
+                let state = self.writer_wait_state(list, node);
+                self.try_write_lock(list, node, state)
+            }
+        })
+    }
+
+    /// Where the queued writer `node` stands (see [`WriterWaitState`]).
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked in `list`, which is the locked wait list of `self`.
+    pub(super) unsafe fn writer_wait_state(
+        &self,
+        list: &WaitList,
+        node: NonNull<Waiter>,
+    ) -> WriterWaitState {
+        if list.head() != Some(node) {
+            return WriterWaitState::NotFirst;
+        }
+        // A head that was woken and finds the lock taken lost a race: it asks for the
+        // handoff at once. Otherwise the timeout decides.
+        // SAFETY: linked node, wait lock held.
+        let lost = unsafe { node.as_ref().with_inner(|inner| inner.woken) };
+        // SAFETY: as above.
+        if lost && self.policy.handoff_timeout != Duration::MAX || unsafe { self.timed_out(node) } {
+            WriterWaitState::Handoff
+        } else {
+            WriterWaitState::First
+        }
+    }
+
+    /// `rwsem_try_write_lock`, for a queued writer under the wait lock: take the lock if it
+    /// is free (and no handoff is pending for another waiter), unlinking the node; or, as
+    /// the head due a handoff, set `HANDOFF`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is the caller's own writer node, linked in `list`, the locked wait list of
+    /// `self`; `state` is [`writer_wait_state`](Self::writer_wait_state)'s for it.
+    pub(super) unsafe fn try_write_lock(
+        &self,
+        list: &mut WaitList,
+        node: NonNull<Waiter>,
+        state: WriterWaitState,
+    ) -> bool {
+        if state == WriterWaitState::NotFirst && self.policy.handoff_timeout.is_zero() {
+            // Handoff at every release: a queued waiter never passes the head, even when
+            // it is polled in the instant between a release and its grant.
+            return false;
+        }
+        loop {
+            let free = |count: usize| {
+                count & LOCK_MASK == 0
+                    && (count & HANDOFF == 0 || state != WriterWaitState::NotFirst)
+            };
+            if self.queued_write_lock(list, 0, free) {
+                // SAFETY: `node` is ours, linked in `list`; wait lock held.
+                unsafe { self.unlink_own(list, node) };
+                lockevent!(self, wlock_queued);
+                return true;
+            }
+            if state != WriterWaitState::Handoff {
+                return false;
+            }
+            // The lock is taken: nobody but us may take it next.
+            match self.count.fetch_update(Relaxed, Relaxed, |count| {
+                (count & LOCK_MASK != 0 && count & HANDOFF == 0).then_some(count | HANDOFF)
+            }) {
+                Ok(_) => {
+                    lockevent!(self, wlock_handoff);
+                    return false;
+                }
+                // Freed in between: try again to take it.
+                Err(count) if count & LOCK_MASK == 0 => continue,
+                // Still taken, with the handoff already ours.
+                Err(_) => return false,
+            }
+        }
+    }
+}
