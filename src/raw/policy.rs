@@ -74,13 +74,10 @@ impl Policy {
     /// readers, readers do not spin.
     ///
     /// The handoff timeout was picked from the policy sweep of the `compare` example
-    /// (`cargo run --release --example compare -- --sweep`) on 2 cores: 1 ms kept the
-    /// 240-writer case fair (per-task min/mean 0.98, worst wait 5.3 ms), gave the 8+8
-    /// awaiting readers and writers the most throughput with readers above a third of the
-    /// operations, and gave the 40+40 short-section case its best throughput; the kernel's
-    /// 4 ms let readers fall to 31-33% and the 240 writers to 0.64-0.77 min/mean. The spin
-    /// budget made no measurable difference there (spinning happens only with an empty
-    /// queue); 10 us is the kernel's figure.
+    /// (`cargo run --release --example compare -- --sweep`): 1 ms kept the 240-writer
+    /// case fair and the readers of the awaiting 8+8 case above a third of the operations,
+    /// where the kernel's 4 ms did not. The README's *Performance* section has the
+    /// figures; 10 us of writer spin is the kernel's figure.
     ///
     /// ```
     /// use std::time::Duration;
