@@ -10,7 +10,7 @@ pub(crate) use loom::{
     cell::UnsafeCell,
     hint::spin_loop,
     sync::{
-        atomic::{AtomicBool, AtomicU8, AtomicUsize},
+        atomic::{AtomicU32, AtomicU8, AtomicUsize},
         Mutex, MutexGuard,
     },
 };
@@ -21,7 +21,7 @@ pub(crate) use self::std_cell::UnsafeCell;
 pub(crate) use std::{
     hint::spin_loop,
     sync::{
-        atomic::{AtomicBool, AtomicU8, AtomicUsize},
+        atomic::{AtomicU32, AtomicU8, AtomicUsize},
         Mutex, MutexGuard,
     },
 };

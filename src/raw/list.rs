@@ -164,11 +164,13 @@ impl Waiter {
 }
 
 /// The wait list: a FIFO of [`Waiter`]s, guarded by the lock's wait lock.
+///
+/// A ring: the head's `prev` is the tail and the tail's `next` the head, so that the list
+/// is one pointer (it sits in every lock) and still links at both ends and unlinks from
+/// the middle in constant time.
 #[derive(Debug)]
 pub(crate) struct WaitList {
     head: Option<NonNull<Waiter>>,
-    tail: Option<NonNull<Waiter>>,
-    len: usize,
 }
 
 // SAFETY: the list only holds pointers to nodes that are `Send + Sync`; it is reached only
@@ -177,11 +179,7 @@ unsafe impl Send for WaitList {}
 
 impl WaitList {
     pub(crate) const fn new() -> Self {
-        Self {
-            head: None,
-            tail: None,
-            len: 0,
-        }
+        Self { head: None }
     }
 
     #[inline]
@@ -194,9 +192,33 @@ impl WaitList {
         self.head.is_none()
     }
 
+    /// Is exactly one node linked?
     #[inline]
+    pub(crate) fn is_single(&self) -> bool {
+        // SAFETY: the head is linked, hence alive, and `&self` means the wait lock is held.
+        self.head
+            .is_some_and(|head| unsafe { self.next(head) }.is_none())
+    }
+
+    /// The number of linked nodes (tests: it walks the list).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        let mut len = 0;
+        let mut cursor = self.head;
+        while let Some(node) = cursor {
+            len += 1;
+            // SAFETY: linked nodes are alive and the wait lock is held.
+            cursor = unsafe { self.next(node) };
+        }
+        len
+    }
+
+    /// The last node (tests).
+    #[cfg(test)]
+    pub(crate) fn tail(&self) -> Option<NonNull<Waiter>> {
+        // SAFETY: as in `len`.
+        self.head
+            .map(|head| unsafe { head.as_ref().with_inner(|inner| inner.prev) }.unwrap())
     }
 
     /// Queues `node` for the task of `waker`: records the waker and the time (for the
@@ -207,7 +229,7 @@ impl WaitList {
     ///
     /// # Safety
     ///
-    /// As for [`push_back`](Self::push_back).
+    /// As for [`link`](Self::link).
     pub(crate) unsafe fn enqueue(&mut self, node: NonNull<Waiter>, waker: Waker, at_head: bool) {
         // SAFETY: the node is alive, idle and ours under the wait lock (caller's contract).
         unsafe {
@@ -215,62 +237,49 @@ impl WaitList {
                 inner.waker = Some(waker);
                 inner.queued_at = Some(Instant::now());
             });
-            if at_head {
-                self.push_front(node);
-            } else {
-                self.push_back(node);
-            }
+            self.link(node, at_head);
         }
     }
 
-    /// Links `node` at the tail and marks it [`NodeState::Waiting`].
+    /// Links `node` at the tail, or at the head (an upgrade jumps the queue), and marks it
+    /// [`NodeState::Waiting`].
     ///
     /// # Safety
     ///
     /// `node` points to a pinned, `Idle` waiter that stays alive until it is unlinked,
     /// and the caller holds the wait lock guarding `self` (it has `&mut self`).
-    pub(crate) unsafe fn push_back(&mut self, node: NonNull<Waiter>) {
-        let tail = self.tail;
-        // SAFETY: the node is alive and ours under the wait lock (caller's contract).
-        unsafe {
-            node.as_ref().with_inner(|inner| {
-                inner.prev = tail;
-                inner.next = None;
-            });
+    pub(crate) unsafe fn link(&mut self, node: NonNull<Waiter>, at_head: bool) {
+        match self.head {
+            None => {
+                // SAFETY: the node is alive and ours under the wait lock.
+                unsafe {
+                    node.as_ref().with_inner(|inner| {
+                        inner.prev = Some(node);
+                        inner.next = Some(node);
+                    });
+                }
+                self.head = Some(node);
+            }
+            Some(head) => {
+                // SAFETY: linked nodes are alive (they unlink themselves before they die)
+                // and we hold the wait lock; the head's `prev` is the tail.
+                let tail = unsafe { head.as_ref().with_inner(|inner| inner.prev) }
+                    .expect("a linked node has neighbours");
+                // SAFETY: `node` is alive and ours; `tail` and `head` are linked, distinct
+                // from `node` (which was not linked), and each is reached by its own call.
+                unsafe {
+                    node.as_ref().with_inner(|inner| {
+                        inner.prev = Some(tail);
+                        inner.next = Some(head);
+                    });
+                    tail.as_ref().with_inner(|inner| inner.next = Some(node));
+                    head.as_ref().with_inner(|inner| inner.prev = Some(node));
+                }
+                if at_head {
+                    self.head = Some(node);
+                }
+            }
         }
-        match tail {
-            // SAFETY: linked nodes are alive (they unlink themselves before they die) and
-            // we hold the wait lock; `tail` is not `node` (which was not linked).
-            Some(tail) => unsafe { tail.as_ref().with_inner(|inner| inner.next = Some(node)) },
-            None => self.head = Some(node),
-        }
-        self.tail = Some(node);
-        self.len += 1;
-        // SAFETY: alive, as above.
-        unsafe { node.as_ref() }.set_state(NodeState::Waiting, Ordering::Relaxed);
-    }
-
-    /// Links `node` at the head and marks it `Waiting` (an upgrade jumps the queue).
-    ///
-    /// # Safety
-    ///
-    /// As for [`push_back`](Self::push_back).
-    pub(crate) unsafe fn push_front(&mut self, node: NonNull<Waiter>) {
-        let head = self.head;
-        // SAFETY: the node is alive and ours under the wait lock (caller's contract).
-        unsafe {
-            node.as_ref().with_inner(|inner| {
-                inner.prev = None;
-                inner.next = head;
-            });
-        }
-        match head {
-            // SAFETY: linked nodes are alive; `head` is not `node`.
-            Some(head) => unsafe { head.as_ref().with_inner(|inner| inner.prev = Some(node)) },
-            None => self.tail = Some(node),
-        }
-        self.head = Some(node);
-        self.len += 1;
         // SAFETY: alive, as above.
         unsafe { node.as_ref() }.set_state(NodeState::Waiting, Ordering::Relaxed);
     }
@@ -284,32 +293,30 @@ impl WaitList {
         // SAFETY: linked nodes are alive; we hold the wait lock.
         let (prev, next) = unsafe {
             node.as_ref().with_inner(|inner| {
-                let links = (inner.prev, inner.next);
-                inner.prev = None;
-                inner.next = None;
-                links
+                let links = (inner.prev.take(), inner.next.take());
+                (
+                    links.0.expect("a linked node has neighbours"),
+                    links.1.expect("a linked node has neighbours"),
+                )
             })
         };
-        match prev {
-            // SAFETY: a linked neighbour is alive and distinct from `node`.
-            Some(prev) => unsafe { prev.as_ref().with_inner(|inner| inner.next = next) },
-            None => {
-                debug_assert_eq!(self.head, Some(node));
-                self.head = next;
-            }
+        if next == node {
+            debug_assert_eq!(self.head, Some(node));
+            self.head = None;
+            return;
         }
-        match next {
-            // SAFETY: as above.
-            Some(next) => unsafe { next.as_ref().with_inner(|inner| inner.prev = prev) },
-            None => {
-                debug_assert_eq!(self.tail, Some(node));
-                self.tail = prev;
-            }
+        // SAFETY: linked neighbours are alive and distinct from `node` (it is not alone);
+        // each is reached by its own call (`prev` and `next` may be the same node).
+        unsafe {
+            prev.as_ref().with_inner(|inner| inner.next = Some(next));
+            next.as_ref().with_inner(|inner| inner.prev = Some(prev));
         }
-        self.len -= 1;
+        if self.head == Some(node) {
+            self.head = Some(next);
+        }
     }
 
-    /// The node after `node`.
+    /// The node after `node`, or `None` at the tail.
     ///
     /// # Safety
     ///
@@ -317,7 +324,8 @@ impl WaitList {
     #[inline]
     pub(crate) unsafe fn next(&self, node: NonNull<Waiter>) -> Option<NonNull<Waiter>> {
         // SAFETY: caller's contract.
-        unsafe { node.as_ref().with_inner(|inner| inner.next) }
+        let next = unsafe { node.as_ref().with_inner(|inner| inner.next) };
+        next.filter(|&next| Some(next) != self.head)
     }
 }
 

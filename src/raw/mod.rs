@@ -56,6 +56,7 @@ pub(crate) mod policy;
 pub(crate) mod stats;
 
 mod read;
+pub(crate) mod spin;
 mod upgrade;
 mod waiter;
 mod wake;
@@ -70,9 +71,10 @@ use std::time::{Duration, Instant};
 
 use self::count::{READER_SHIFT, READ_FAIL};
 use self::list::{WaitList, WaiterKind, WakeList};
-use self::policy::Policy;
+use self::policy::{Policy, StoredPolicy};
+use self::spin::SpinState;
 use self::stats::Counters;
-use crate::loom::{lock, spin_loop, AtomicBool, AtomicU8, AtomicUsize, Mutex};
+use crate::loom::{lock, spin_loop, AtomicUsize, Mutex};
 
 /// Defines `RawRwLock::new`, `const` or not.
 macro_rules! define_new {
@@ -83,32 +85,38 @@ macro_rules! define_new {
             Self {
                 count: AtomicUsize::new(0),
                 wait_list: Mutex::new(WaitList::new()),
-                spinner: AtomicBool::new(false),
-                spin_skip: AtomicU8::new(0),
-                max_readers,
-                read_limit: max_readers << READER_SHIFT,
-                policy: policy.normalized(),
+                policy: StoredPolicy::new(policy),
+                max_readers: if max_readers >= NO_READER_LIMIT as usize {
+                    NO_READER_LIMIT
+                } else {
+                    max_readers as u32
+                },
+                spin: SpinState::new(),
                 stats: Counters::new(),
             }
         }
     };
 }
 
+/// `RawRwLock::max_readers` when no limit was asked for: the count word's own limit
+/// (`MAX_READERS`) applies.
+const NO_READER_LIMIT: u32 = u32::MAX;
+
 /// The raw lock. See the module documentation.
+///
+/// 48 bytes on 64-bit targets (without the `stats` feature), as `tokio::sync::RwLock<()>`:
+/// the count word, the wait lock with its one-pointer list, the stored policy, the reader
+/// limit and the learned spin budgets (a test asserts it).
 #[derive(Debug)]
 pub(crate) struct RawRwLock {
     count: AtomicUsize,
     wait_list: Mutex<WaitList>,
-    /// A writer is spinning (the kernel's OSQ, reduced to one slot).
-    spinner: AtomicBool,
-    /// How many more writers skip the spin because the last one ran out of budget (the
-    /// owner was most likely suspended, not running: the kernel's "nonspinnable").
-    spin_skip: AtomicU8,
+    policy: StoredPolicy,
     /// The most readers that may hold the lock at once (`with_max_readers`); more wait.
-    max_readers: usize,
-    /// `max_readers` in count-word units: a fast-path reader gets in only below it.
-    read_limit: usize,
-    policy: Policy,
+    /// [`NO_READER_LIMIT`] for none.
+    max_readers: u32,
+    /// The learned spin budgets and the writer-spinner slot ([`spin`]).
+    pub(crate) spin: SpinState,
     #[cfg_attr(not(feature = "stats"), allow(dead_code))] // read by `lockevent!` only
     pub(crate) stats: Counters,
 }
@@ -124,15 +132,33 @@ impl RawRwLock {
     #[cfg(loom)]
     define_new!();
 
+    /// The policy, as stored (see [`StoredPolicy`]).
     #[inline]
-    pub(crate) fn policy(&self) -> &Policy {
-        &self.policy
+    pub(crate) fn policy(&self) -> Policy {
+        self.policy.policy()
+    }
+
+    /// The most readers that may hold the lock at once.
+    #[inline]
+    fn max_readers(&self) -> usize {
+        if self.max_readers == NO_READER_LIMIT {
+            Self::MAX_READERS
+        } else {
+            self.max_readers as usize
+        }
+    }
+
+    /// `max_readers` in count-word units: a fast-path reader gets in only below it (which
+    /// also keeps the reader count clear of `READ_FAIL` without a limit).
+    #[inline]
+    fn read_limit(&self) -> usize {
+        self.max_readers() << READER_SHIFT
     }
 
     /// Room for one more reader beside the `readers` counted?
     #[inline]
     fn reader_room(&self, readers: usize) -> bool {
-        readers < self.max_readers
+        readers < self.max_readers()
     }
 
     /// Takes the wait lock, runs `f` on the list, releases the wait lock, then wakes the
@@ -197,13 +223,15 @@ fn spin_over(start: Instant, budget: Duration, rounds: u32) -> bool {
     }
 }
 
-/// Exponential backoff for the spin loops: 1, 2, 4 ... 64 pause instructions.
+/// Exponential backoff for the spin loops: 1, 2, 4 ... 16 pause instructions. The cap
+/// keeps a spinner from noticing a release late: a pause costs up to 140 cycles on recent
+/// x86, so 16 are about a microsecond, the order of the sections worth spinning for.
 #[inline]
 fn backoff(step: &mut u32) {
     for _ in 0..(1u32 << *step) {
         spin_loop();
     }
-    if *step < 6 {
+    if *step < 4 {
         *step += 1;
     }
 }

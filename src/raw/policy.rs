@@ -31,11 +31,14 @@ pub const MAX_READER_WAKE_BATCH: usize = 256;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Policy {
-    /// How long a writer that finds the lock held spins on the count word before it gives
-    /// its worker thread back to the executor. `Duration::ZERO` disables spinning.
+    /// The most a writer that finds the lock held spins on the count word before it gives
+    /// its worker thread back to the executor. `Duration::ZERO` disables writer spinning.
     ///
-    /// When readers own the lock the budget grows with their number, as in the kernel
-    /// (`10 us + 0.5 us` per reader there), up to two and a half times this value.
+    /// Within this cap the lock learns the budget from how its writers' spins turn out
+    /// (the crate documentation's *Adaptive spinning*): it stays near the sections' length
+    /// while owners run, and falls to zero, with a short probe now and then, while spins
+    /// run out (owners suspended in an `.await`, or worker threads descheduled). One
+    /// writer spins at a time, and only while nobody is queued.
     pub writer_spin: Duration,
     /// How many times a writer that failed to spin yields to the executor (wakes itself and
     /// returns `Pending`) and tries again before it queues and sleeps.
@@ -53,9 +56,10 @@ pub struct Policy {
     /// How many queued readers one wake-up grants at once, in `1..=256`
     /// ([`MAX_READER_WAKE_BATCH`]); values outside are clamped when the lock is built.
     pub reader_wake_batch: usize,
-    /// How long a reader that finds the lock write-locked spins, waiting for the writer to
-    /// leave, before it queues. `Duration::ZERO` (the default) disables reader spinning,
-    /// as the kernel has done since 5.11.
+    /// The most a reader that finds the lock write-locked spins, waiting for the writer to
+    /// leave, before it queues; the budget within it is learned as for
+    /// [`writer_spin`](Policy#structfield.writer_spin). `Duration::ZERO` disables reader
+    /// spinning, as the kernel has done since 5.11.
     pub reader_spin: Duration,
 }
 
@@ -66,7 +70,7 @@ impl Policy {
         writer_yields: 1,
         handoff_timeout: Duration::from_millis(1),
         reader_wake_batch: MAX_READER_WAKE_BATCH,
-        reader_spin: Duration::ZERO,
+        reader_spin: Duration::from_micros(10),
     };
 
     /// The default policy: writers spin up to 10 us (one at a time, only while nobody is
@@ -183,5 +187,175 @@ impl Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self::DEFAULT
+    }
+}
+
+/// A [`Policy`] as a lock stores it: 16 bytes instead of 64, since every lock carries one.
+///
+/// Spin caps are kept to the nanosecond up to 4.29 s (longer caps are cut there); the
+/// handoff timeout to the nanosecond up to 2.1 s, to the microsecond up to 35 minutes
+/// (longer ones are cut there; `Duration::MAX`, never, is kept); `writer_yields` up to
+/// 65,535. [`RwLock::policy`](crate::RwLock::policy) gives back what is stored.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StoredPolicy {
+    writer_spin_ns: u32,
+    reader_spin_ns: u32,
+    handoff: u32,
+    writer_yields: u16,
+    /// `reader_wake_batch - 1`.
+    reader_wake_batch: u8,
+}
+
+/// `handoff` value of `Duration::MAX` (no handoff).
+const HANDOFF_NEVER: u32 = u32::MAX;
+/// `handoff` flag: the rest is microseconds, not nanoseconds.
+const HANDOFF_MICROS: u32 = 1 << 31;
+
+impl StoredPolicy {
+    pub(crate) const fn new(policy: Policy) -> Self {
+        let policy = policy.normalized();
+        Self {
+            writer_spin_ns: saturating_nanos(policy.writer_spin),
+            reader_spin_ns: saturating_nanos(policy.reader_spin),
+            handoff: encode_handoff(policy.handoff_timeout),
+            writer_yields: if policy.writer_yields > u16::MAX as u32 {
+                u16::MAX
+            } else {
+                policy.writer_yields as u16
+            },
+            reader_wake_batch: (policy.reader_wake_batch - 1) as u8,
+        }
+    }
+
+    /// The policy as stored.
+    pub(crate) fn policy(&self) -> Policy {
+        Policy {
+            writer_spin: self.writer_spin(),
+            writer_yields: self.writer_yields(),
+            handoff_timeout: self.handoff_timeout(),
+            reader_wake_batch: self.reader_wake_batch(),
+            reader_spin: self.reader_spin(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn writer_spin(&self) -> Duration {
+        Duration::from_nanos(u64::from(self.writer_spin_ns))
+    }
+
+    #[inline]
+    pub(crate) fn reader_spin(&self) -> Duration {
+        Duration::from_nanos(u64::from(self.reader_spin_ns))
+    }
+
+    #[inline]
+    pub(crate) fn writer_yields(&self) -> u32 {
+        u32::from(self.writer_yields)
+    }
+
+    #[inline]
+    pub(crate) fn reader_wake_batch(&self) -> usize {
+        usize::from(self.reader_wake_batch) + 1
+    }
+
+    /// `Duration::MAX`: no handoff ever.
+    #[inline]
+    pub(crate) fn handoff_never(&self) -> bool {
+        self.handoff == HANDOFF_NEVER
+    }
+
+    /// Zero: the head is handed the lock at every release.
+    #[inline]
+    pub(crate) fn handoff_always(&self) -> bool {
+        self.handoff == 0
+    }
+
+    pub(crate) fn handoff_timeout(&self) -> Duration {
+        match self.handoff {
+            HANDOFF_NEVER => Duration::MAX,
+            h if h & HANDOFF_MICROS != 0 => Duration::from_micros(u64::from(h & !HANDOFF_MICROS)),
+            h => Duration::from_nanos(u64::from(h)),
+        }
+    }
+}
+
+const fn saturating_nanos(d: Duration) -> u32 {
+    let nanos = d.as_nanos();
+    if nanos > u32::MAX as u128 {
+        u32::MAX
+    } else {
+        nanos as u32
+    }
+}
+
+const fn encode_handoff(d: Duration) -> u32 {
+    if d.as_secs() == u64::MAX && d.subsec_nanos() == 999_999_999 {
+        return HANDOFF_NEVER;
+    }
+    let nanos = d.as_nanos();
+    if nanos < HANDOFF_MICROS as u128 {
+        return nanos as u32;
+    }
+    let micros = d.as_micros();
+    // The largest microsecond value that stays clear of `HANDOFF_NEVER`.
+    let most = (HANDOFF_NEVER & !HANDOFF_MICROS) as u128 - 1;
+    HANDOFF_MICROS
+        | if micros > most {
+            most as u32
+        } else {
+            micros as u32
+        }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_policy_gives_back_what_it_was_given() {
+        let policies = [
+            Policy::new(),
+            Policy::new()
+                .writer_spin(Duration::ZERO)
+                .reader_spin(Duration::from_nanos(1))
+                .writer_yields(0)
+                .handoff_timeout(Duration::ZERO)
+                .reader_wake_batch(1),
+            Policy::new()
+                .writer_spin(Duration::from_secs(4))
+                .writer_yields(65_535)
+                .handoff_timeout(Duration::MAX)
+                .reader_wake_batch(256),
+            Policy::new().handoff_timeout(Duration::from_nanos(2_147_483_647)),
+            Policy::new().handoff_timeout(Duration::from_secs(60)),
+        ];
+        for policy in policies {
+            assert_eq!(StoredPolicy::new(policy).policy(), policy);
+        }
+    }
+
+    #[test]
+    fn out_of_range_values_are_cut_at_the_documented_limits() {
+        let stored = StoredPolicy::new(
+            Policy::new()
+                .writer_spin(Duration::from_secs(10))
+                .writer_yields(1_000_000)
+                .handoff_timeout(Duration::from_secs(3 * 3600))
+                .reader_wake_batch(1000),
+        )
+        .policy();
+        assert_eq!(
+            stored.writer_spin,
+            Duration::from_nanos(u64::from(u32::MAX))
+        );
+        assert_eq!(stored.writer_yields, 65_535);
+        assert_eq!(stored.reader_wake_batch, 256);
+        let most = Duration::from_micros(u64::from((HANDOFF_NEVER & !HANDOFF_MICROS) - 1));
+        assert_eq!(stored.handoff_timeout, most);
+        assert!(most > Duration::from_secs(35 * 60));
+        // Sub-microsecond parts of long timeouts are dropped.
+        let long = Duration::from_secs(3) + Duration::from_nanos(999);
+        let stored = StoredPolicy::new(Policy::new().handoff_timeout(long)).policy();
+        assert_eq!(stored.handoff_timeout, Duration::from_secs(3));
     }
 }

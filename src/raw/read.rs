@@ -5,10 +5,11 @@
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::task::Waker;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::count::*;
 use super::list::Waiter;
+use super::spin::Spinner;
 use super::stats::lockevent;
 use super::{backoff, spin_over, RawRwLock};
 
@@ -20,7 +21,7 @@ impl RawRwLock {
         let old = self.count.fetch_add(READER_BIAS, Acquire);
         // With no flag set, `old` is the readers' biases (plus, maybe, `UPGRADABLE`, which
         // is below one bias): below the limit means room for us.
-        if old & READ_FAILED_MASK == 0 && old < self.read_limit {
+        if old & READ_FAILED_MASK == 0 && old < self.read_limit() {
             lockevent!(self, rlock_fast);
             Ok(())
         } else {
@@ -59,7 +60,7 @@ impl RawRwLock {
         if count & WAITERS != 0
             && (count & LOCK_MASK == 0
                 || upgrade_due(count)
-                || readers(count) + 1 == self.max_readers && count & WRITER_LOCKED == 0)
+                || readers(count) + 1 == self.max_readers() && count & WRITER_LOCKED == 0)
         {
             // The lock is free, or an upgrade waits for us, or we freed the one slot a
             // queued reader waits for under `max_readers`.
@@ -83,7 +84,7 @@ impl RawRwLock {
         let rcnt = readers(count);
         // To keep a stream of readers from starving a waiter, do not steal a lock that
         // readers already own. (Over `max_readers` the lock is reader-owned too.)
-        let reader_owned = count & WRITER_LOCKED == 0 && (rcnt > 1 || rcnt > self.max_readers);
+        let reader_owned = count & WRITER_LOCKED == 0 && (rcnt > 1 || rcnt > self.max_readers());
         if !reader_owned && count & (WRITER_LOCKED | HANDOFF) == 0 {
             lockevent!(self, rlock_steal);
             if rcnt == 1 && count & WAITERS != 0 {
@@ -92,16 +93,16 @@ impl RawRwLock {
             }
             return true;
         }
-        if !reader_owned
-            && count & (WRITER_LOCKED | HANDOFF) == WRITER_LOCKED
-            && !self.policy.reader_spin.is_zero()
-        {
-            // SAFETY: our bias is in the count; taking it back is a read unlock.
-            unsafe { self.unlock_read() };
-            if self.read_spin() {
-                return true;
+        if !reader_owned && count & (WRITER_LOCKED | HANDOFF) == WRITER_LOCKED {
+            let cap = self.policy.reader_spin();
+            if let Some(budget) = self.spin.budget(Spinner::Reader, cap) {
+                // SAFETY: our bias is in the count; taking it back is a read unlock.
+                unsafe { self.unlock_read() };
+                if self.read_spin(budget, cap) {
+                    return true;
+                }
+                self.count.fetch_add(READER_BIAS, Acquire);
             }
-            self.count.fetch_add(READER_BIAS, Acquire);
         }
         false
     }
@@ -141,7 +142,7 @@ impl RawRwLock {
                 // Nobody waits, so no handoff is pending: without a writer (and within
                 // `max_readers`) our bias is a read lock (the kernel's `rwsem_rlock_fast`).
                 let now = self.count.load(Acquire);
-                if now & WRITER_LOCKED == 0 && readers(now) <= self.max_readers {
+                if now & WRITER_LOCKED == 0 && readers(now) <= self.max_readers() {
                     lockevent!(self, rlock_fast);
                     return true;
                 }
@@ -160,11 +161,11 @@ impl RawRwLock {
         })
     }
 
-    /// A bounded spin of a reader that found the lock write-locked (policy
-    /// `reader_spin`), entered without a bias in the count. Returns `true` with a read
-    /// lock owned.
-    fn read_spin(&self) -> bool {
-        let budget = self.policy.reader_spin;
+    /// A spin of up to `budget` by a reader that found the lock write-locked (the learned
+    /// budget under the policy's `reader_spin` cap: [`spin`](super::spin)), entered without
+    /// a bias in the count. Returns `true` with a read lock owned. A spin that wins or runs
+    /// out teaches the readers' budget; one that stops for a handoff or a queue does not.
+    fn read_spin(&self, budget: Duration, cap: Duration) -> bool {
         let start = Instant::now();
         let mut step = 0u32;
         let mut rounds = 0u32;
@@ -179,6 +180,7 @@ impl RawRwLock {
                     && (readers(old) == 0 || old & WAITERS == 0)
                     && self.reader_room(readers(old));
                 if stealable {
+                    self.spin.won(Spinner::Reader, cap, start.elapsed());
                     lockevent!(self, rlock_spin);
                     if readers(old) == 0 && old & WAITERS != 0 {
                         self.wake_readers_after_steal();
@@ -193,6 +195,7 @@ impl RawRwLock {
             }
             rounds += 1;
             if spin_over(start, budget, rounds) {
+                self.spin.lost(Spinner::Reader, cap);
                 return false;
             }
             backoff(&mut step);

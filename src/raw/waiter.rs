@@ -239,7 +239,7 @@ impl LockFuture<'_> {
                     if lock.write_spin() {
                         return done(&mut this.phase);
                     }
-                    return this.yield_or_queue(cx, lock.policy().writer_yields);
+                    return this.yield_or_queue(cx, lock.policy.writer_yields());
                 }
             },
             Phase::Yielding(left) => {

@@ -7,7 +7,6 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::time::Duration;
 
 use super::count::*;
 use super::list::{NodeState, WaitList, Waiter, WaiterKind, WakeList};
@@ -116,7 +115,7 @@ impl RawRwLock {
                 // The reader head is next: request the handoff, so that no reader
                 // steals in between and the release grants it directly.
                 let mut undo = READER_BIAS.wrapping_neg();
-                if oldcount & HANDOFF == 0 && self.policy.handoff_timeout != Duration::MAX {
+                if oldcount & HANDOFF == 0 && !self.policy.handoff_never() {
                     undo = undo.wrapping_add(HANDOFF);
                     lockevent!(self, rlock_handoff);
                 }
@@ -132,14 +131,15 @@ impl RawRwLock {
         // needs an empty queue or the wait lock. So a clear bit here stays clear.
         // Within `max_readers`: the readers already inside (our check bias, if any, is
         // the head's and counts as granted below) leave this much room.
-        let room = self.max_readers.saturating_sub(readers(oldcount));
+        let room = self.max_readers().saturating_sub(readers(oldcount));
         let batch = self
             .policy
-            .reader_wake_batch
+            .reader_wake_batch()
             .min(WakeList::CAPACITY - 1)
             .min(room);
         let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
+        let mut passed = 0usize;
         let mut cursor = Some(head);
         while let Some(node) = cursor {
             if woken == batch {
@@ -148,10 +148,14 @@ impl RawRwLock {
             // SAFETY: linked nodes are alive while we hold the wait lock.
             if pick.take(unsafe { node.as_ref() }.kind) {
                 woken += 1;
+            } else {
+                passed += 1;
             }
             // SAFETY: `node` is linked in `list`, which we hold.
             cursor = unsafe { list.next(node) };
         }
+        // Every queued waiter is granted: none left behind, none past the batch.
+        let everyone = cursor.is_none() && passed == 0;
         if woken == 0 {
             // Nobody can be granted now: only an upgradable reader waits at the head while
             // another holds the lock, or `max_readers` readers are inside. Their release
@@ -173,7 +177,7 @@ impl RawRwLock {
         if pick.upgradable_taken {
             adjust = adjust.wrapping_add(UPGRADABLE);
         }
-        if woken == list.len() {
+        if everyone {
             // Everyone is granted: nobody waits any more, nobody needs a handoff.
             adjust = adjust.wrapping_sub(WAITERS);
             if oldcount & HANDOFF != 0 {
@@ -260,7 +264,7 @@ impl RawRwLock {
         trade: usize,
         can_take: impl Fn(usize) -> bool,
     ) -> bool {
-        let last = list.len() == 1;
+        let last = list.is_single();
         self.count
             .fetch_update(Acquire, Relaxed, |count| {
                 can_take(count).then(|| {
@@ -348,13 +352,16 @@ impl RawRwLock {
     ///
     /// `node` is linked and the caller holds the wait lock.
     pub(super) unsafe fn timed_out(&self, node: NonNull<Waiter>) -> bool {
-        let timeout = self.policy.handoff_timeout;
-        if timeout == Duration::MAX {
+        if self.policy.handoff_never() {
             return false;
         }
+        if self.policy.handoff_always() {
+            return true;
+        }
+        let timeout = self.policy.handoff_timeout();
         // SAFETY: caller's contract.
         let queued_at = unsafe { node.as_ref().with_inner(|inner| inner.queued_at) };
-        timeout.is_zero() || queued_at.is_some_and(|t| t.elapsed() >= timeout)
+        queued_at.is_some_and(|t| t.elapsed() >= timeout)
     }
 }
 

@@ -10,12 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::count::*;
 use super::list::{WaitList, Waiter};
+use super::spin::Spinner;
 use super::stats::lockevent;
 use super::{backoff, spin_over, RawRwLock};
-
-/// How many writers skip the spin after one ran out of budget (adaptive spinning: a lock
-/// whose owners suspend inside their sections stops paying for spins that cannot win).
-const SPIN_SKIP_AFTER_FAIL: u8 = 8;
 
 /// Where a queued writer stands when it tries for the lock (the kernel's
 /// `enum writer_wait_state`).
@@ -76,38 +73,35 @@ impl RawRwLock {
     /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
     /// with the write lock owned.
     ///
-    /// Two async adaptations of the kernel's spin, both measured (see the CHANGELOG):
+    /// The budget is learned ([`spin`](super::spin)), under the policy's `writer_spin`
+    /// cap. Two async adaptations of the kernel's spin, both measured (see the CHANGELOG):
     /// - One spinner at a time (the kernel queues its spinners on the OSQ lock): a second
     ///   writer goes straight on to yield or queue instead of burning another worker.
     /// - Spin only while nobody is queued. With waiters the lock goes to a woken task,
     ///   which may sit in its executor's run queue for a long time: a spinner would steal
     ///   from it (starving readers queued behind) or burn its worker waiting for a task
-    ///   that is not running. The kernel spins only while the owner runs on a CPU; "the
-    ///   queue is empty" is the nearest thing a lock can see from inside an executor.
+    ///   that is not running.
     pub(crate) fn write_spin(&self) -> bool {
-        let base = self.policy.writer_spin;
-        if base.is_zero() || self.count.load(Relaxed) & WAITERS != 0 {
+        if self.count.load(Relaxed) & WAITERS != 0 {
             return false;
         }
-        if self.spin_skip.load(Relaxed) != 0 {
-            // A recent spin ran out of budget: skip this one (and count down).
-            let _ = self
-                .spin_skip
-                .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+        let cap = self.policy.writer_spin();
+        let Some(budget) = self.spin.budget(Spinner::Writer, cap) else {
+            lockevent!(self, opt_nospin);
+            return false;
+        };
+        if !self.spin.start_writer_spin() {
             lockevent!(self, opt_nospin);
             return false;
         }
-        if self.spinner.swap(true, Acquire) {
-            lockevent!(self, opt_nospin);
-            return false;
-        }
-        let won = self.spin_as_the_spinner(base);
-        self.spinner.store(false, Release);
+        let won = self.spin_as_the_spinner(budget, cap);
+        self.spin.end_writer_spin();
         won
     }
 
-    /// The spin itself, by the one writer that holds the spinner slot.
-    fn spin_as_the_spinner(&self, base: Duration) -> bool {
+    /// The spin itself, by the one writer that holds the spinner slot. A spin that wins or
+    /// runs out teaches the writers' budget; one that stops for a queue does not.
+    fn spin_as_the_spinner(&self, budget: Duration, cap: Duration) -> bool {
         let start = Instant::now();
         let mut step = 0u32;
         let mut rounds = 0u32;
@@ -115,6 +109,7 @@ impl RawRwLock {
             let count = self.count.load(Relaxed);
             if count == 0 {
                 if self.write_fast_cas() {
+                    self.spin.won(Spinner::Writer, cap, start.elapsed());
                     lockevent!(self, opt_lock);
                     return true;
                 }
@@ -123,20 +118,11 @@ impl RawRwLock {
             if count & WAITERS != 0 {
                 break; // someone queued: the lock is theirs next.
             }
-            // Readers hold the lock longer in aggregate: spin longer for more of them, as
-            // the kernel does (10 us + 0.5 us per reader, at most 25 us).
-            let budget = if count & WRITER_LOCKED == 0 {
-                let extra = base.saturating_mul(readers(count).min(u32::MAX as usize) as u32) / 20;
-                base.saturating_add(extra).min(base.saturating_mul(5) / 2)
-            } else {
-                base
-            };
             rounds += 1;
             if spin_over(start, budget, rounds) {
                 // The owner kept the lock for the whole budget: most likely it is a task
-                // suspended inside its section, which no spinning will hurry. Let the
-                // next few writers go straight on to yield and queue.
-                self.spin_skip.store(SPIN_SKIP_AFTER_FAIL, Relaxed);
+                // suspended inside its section, which no spinning will hurry.
+                self.spin.lost(Spinner::Writer, cap);
                 break;
             }
             backoff(&mut step);
@@ -193,7 +179,7 @@ impl RawRwLock {
         // SAFETY: linked node, wait lock held.
         let lost = unsafe { node.as_ref().with_inner(|inner| inner.woken) };
         // SAFETY: as above.
-        if lost && self.policy.handoff_timeout != Duration::MAX || unsafe { self.timed_out(node) } {
+        if lost && !self.policy.handoff_never() || unsafe { self.timed_out(node) } {
             WriterWaitState::Handoff
         } else {
             WriterWaitState::First
@@ -214,7 +200,7 @@ impl RawRwLock {
         node: NonNull<Waiter>,
         state: WriterWaitState,
     ) -> bool {
-        if state == WriterWaitState::NotFirst && self.policy.handoff_timeout.is_zero() {
+        if state == WriterWaitState::NotFirst && self.policy.handoff_always() {
             // Handoff at every release: a queued waiter never passes the head, even when
             // it is polled in the instant between a release and its grant.
             return false;

@@ -26,7 +26,8 @@ fn order(list: &WaitList) -> Vec<NonNull<Waiter>> {
         cursor = unsafe { list.next(node) };
     }
     assert_eq!(out.len(), list.len());
-    assert_eq!(out.last().copied(), list.tail);
+    assert_eq!(out.last().copied(), list.tail());
+    assert_eq!(list.is_single(), out.len() == 1);
     assert_eq!(list.is_empty(), out.is_empty());
     out
 }
@@ -38,9 +39,9 @@ fn push_back_keeps_arrival_order_and_remove_relinks_the_neighbours() {
     assert!(list.is_empty());
     // SAFETY: pinned idle nodes that outlive their time in the list.
     unsafe {
-        list.push_back(ptr(&a));
-        list.push_back(ptr(&b));
-        list.push_back(ptr(&c));
+        list.link(ptr(&a), false);
+        list.link(ptr(&b), false);
+        list.link(ptr(&c), false);
     }
     assert_eq!(order(&list), [ptr(&a), ptr(&b), ptr(&c)]);
     for n in [&a, &b, &c] {
@@ -65,9 +66,9 @@ fn push_front_jumps_the_queue_and_the_tail_is_kept() {
     let mut list = WaitList::new();
     // SAFETY: pinned idle nodes that outlive their time in the list.
     unsafe {
-        list.push_front(ptr(&a));
-        list.push_back(ptr(&b));
-        list.push_front(ptr(&up));
+        list.link(ptr(&a), true);
+        list.link(ptr(&b), false);
+        list.link(ptr(&up), true);
     }
     assert_eq!(order(&list), [ptr(&up), ptr(&a), ptr(&b)]);
     // SAFETY: linked nodes of this list.
@@ -76,7 +77,7 @@ fn push_front_jumps_the_queue_and_the_tail_is_kept() {
     // A removed node can be linked again (a node is reused by its future only after
     // it is `Idle` again, but the list does not care).
     // SAFETY: `b` is unlinked and alive.
-    unsafe { list.push_back(ptr(&b)) };
+    unsafe { list.link(ptr(&b), false) };
     assert_eq!(order(&list), [ptr(&up), ptr(&a), ptr(&b)]);
     // SAFETY: linked nodes of this list.
     unsafe {

@@ -21,6 +21,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::thread;
 
 use super::loom_support::*;
+use crate::raw::spin::Spinner;
 
 #[test]
 fn two_writers() {
@@ -588,6 +589,36 @@ fn handoff_zero_queued_writer_does_not_overtake_reader_head() {
         read.store(true, SeqCst);
         drop(r);
         w.join().unwrap();
+        assert_idle(&l);
+    });
+}
+
+#[test]
+fn spinning_with_learned_budgets() {
+    loom::model(|| {
+        // The readers' budget has fallen to zero (four spins ran out, and the probe that
+        // follows was spent), the writers' is whole: the reader queues at once, the
+        // writer spins; both then run on what the learning left.
+        let cap = Duration::from_micros(1);
+        let l = lock(queue_at_once().reader_spin(cap).writer_spin(cap));
+        for _ in 0..4 {
+            l.raw.spin.lost(Spinner::Reader, cap);
+        }
+        assert!(
+            l.raw.spin.budget(Spinner::Reader, cap).is_some(),
+            "the probe"
+        );
+        let g = l.try_write().unwrap();
+        g.bump();
+        let l2 = Arc::clone(&l);
+        let r = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        let l3 = Arc::clone(&l);
+        let w = thread::spawn(move || block_on(async { l3.write().await.bump() }));
+        drop(g);
+        let seen = r.join().unwrap();
+        assert!(seen == 1 || seen == 2, "reader saw {seen}");
+        w.join().unwrap();
+        assert_eq!(l.try_read().unwrap().get(), 2);
         assert_idle(&l);
     });
 }

@@ -33,11 +33,12 @@ pub(crate) mod support {
     /// `UPGRADABLE`.
     pub(crate) const UPG: usize = UPGRADABLE;
 
-    /// No spinning and no yielding, so that a writer queues on its first poll; no handoff,
-    /// so that nothing depends on time: the smallest state space.
+    /// No spinning and no yielding, so that a writer (or a reader) queues on its first
+    /// poll; no handoff, so that nothing depends on time: the smallest state space.
     pub(crate) fn queue_at_once() -> Policy {
         Policy::new()
             .writer_spin(Duration::ZERO)
+            .reader_spin(Duration::ZERO)
             .writer_yields(0)
             .handoff_timeout(Duration::MAX)
     }
@@ -48,4 +49,15 @@ pub(crate) mod support {
         assert_eq!(lock.raw.count_word(), 0, "count word not idle");
         assert_eq!(lock.raw.queue_len(), 0, "waiters left queued");
     }
+}
+
+/// The lock's size: no larger than `tokio::sync::RwLock<()>` (48 bytes on 64-bit targets),
+/// though it carries its policy, its reader limit and its learned spin budgets. The
+/// `stats` feature adds its counters (8 bytes each).
+#[cfg(all(not(loom), not(feature = "stats"), target_pointer_width = "64"))]
+#[test]
+fn a_lock_is_no_larger_than_tokios() {
+    assert_eq!(std::mem::size_of::<crate::RwLock<()>>(), 48);
+    assert_eq!(std::mem::size_of::<crate::RwLock<u64>>(), 56);
+    assert_eq!(std::mem::size_of::<crate::raw::policy::StoredPolicy>(), 16);
 }
