@@ -138,6 +138,17 @@ impl RawRwLock {
         self.policy.policy()
     }
 
+    /// How long `who` may spin now, under `cap` (the policy's): the learned budget, or the
+    /// cap itself when the policy's spin is not adaptive. `None`: do not spin.
+    #[inline]
+    fn spin_budget(&self, who: spin::Spinner, cap: Duration) -> Option<Duration> {
+        if self.policy.adaptive_spin() {
+            self.spin.budget(who, cap)
+        } else {
+            (!cap.is_zero()).then_some(cap)
+        }
+    }
+
     /// The most readers that may hold the lock at once.
     #[inline]
     fn max_readers(&self) -> usize {

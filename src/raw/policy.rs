@@ -61,6 +61,10 @@ pub struct Policy {
     /// [`writer_spin`](Policy#structfield.writer_spin). `Duration::ZERO` disables reader
     /// spinning, as the kernel has done since 5.11.
     pub reader_spin: Duration,
+    /// Whether the spin budgets are learned (the default) or always the caps
+    /// (`writer_spin`, `reader_spin`), as fixed budgets: a spin then lasts its whole cap
+    /// whatever the spins before it taught.
+    pub adaptive_spin: bool,
 }
 
 impl Policy {
@@ -71,6 +75,7 @@ impl Policy {
         handoff_timeout: Duration::from_millis(1),
         reader_wake_batch: MAX_READER_WAKE_BATCH,
         reader_spin: Duration::from_micros(10),
+        adaptive_spin: true,
     };
 
     /// The default policy: writers spin up to 10 us (one at a time, only while nobody is
@@ -173,6 +178,22 @@ impl Policy {
         self
     }
 
+    /// Sets [`adaptive_spin`](Policy#structfield.adaptive_spin).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::Policy;
+    ///
+    /// // Always spin the full 2 us, whatever earlier spins taught.
+    /// let p = Policy::new().reader_spin(Duration::from_micros(2)).adaptive_spin(false);
+    /// assert!(!p.adaptive_spin);
+    /// ```
+    #[must_use]
+    pub const fn adaptive_spin(mut self, adaptive: bool) -> Self {
+        self.adaptive_spin = adaptive;
+        self
+    }
+
     /// The policy with every field brought into its valid range.
     pub(crate) const fn normalized(mut self) -> Self {
         if self.reader_wake_batch == 0 {
@@ -204,6 +225,7 @@ pub(crate) struct StoredPolicy {
     writer_yields: u16,
     /// `reader_wake_batch - 1`.
     reader_wake_batch: u8,
+    adaptive_spin: bool,
 }
 
 /// `handoff` value of `Duration::MAX` (no handoff).
@@ -224,6 +246,7 @@ impl StoredPolicy {
                 policy.writer_yields as u16
             },
             reader_wake_batch: (policy.reader_wake_batch - 1) as u8,
+            adaptive_spin: policy.adaptive_spin,
         }
     }
 
@@ -235,7 +258,14 @@ impl StoredPolicy {
             handoff_timeout: self.handoff_timeout(),
             reader_wake_batch: self.reader_wake_batch(),
             reader_spin: self.reader_spin(),
+            adaptive_spin: self.adaptive_spin,
         }
+    }
+
+    /// The learned spin budgets are used (else the caps).
+    #[inline]
+    pub(crate) fn adaptive_spin(&self) -> bool {
+        self.adaptive_spin
     }
 
     #[inline]
@@ -325,7 +355,8 @@ mod tests {
                 .writer_spin(Duration::from_secs(4))
                 .writer_yields(65_535)
                 .handoff_timeout(Duration::MAX)
-                .reader_wake_batch(256),
+                .reader_wake_batch(256)
+                .adaptive_spin(false),
             Policy::new().handoff_timeout(Duration::from_nanos(2_147_483_647)),
             Policy::new().handoff_timeout(Duration::from_secs(60)),
         ];

@@ -95,7 +95,7 @@ impl RawRwLock {
         }
         if !reader_owned && count & (WRITER_LOCKED | HANDOFF) == WRITER_LOCKED {
             let cap = self.policy.reader_spin();
-            if let Some(budget) = self.spin.budget(Spinner::Reader, cap) {
+            if let Some(budget) = self.spin_budget(Spinner::Reader, cap) {
                 // SAFETY: our bias is in the count; taking it back is a read unlock.
                 unsafe { self.unlock_read() };
                 if self.read_spin(budget, cap) {

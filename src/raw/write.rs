@@ -86,7 +86,7 @@ impl RawRwLock {
             return false;
         }
         let cap = self.policy.writer_spin();
-        let Some(budget) = self.spin.budget(Spinner::Writer, cap) else {
+        let Some(budget) = self.spin_budget(Spinner::Writer, cap) else {
             lockevent!(self, opt_nospin);
             return false;
         };

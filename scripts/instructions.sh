@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Instructions per uncontended lock+unlock, for this lock and its peers, counted by
+# callgrind (stable on a noisy machine): (count at 2N - count at N) / N per op.
+# Usage: scripts/instructions.sh [N]   (default N = 200000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-200000}
+bin=$(cargo bench --no-run --bench instructions --message-format=json 2>/dev/null |
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "instructions":
+        print(m["executable"])')
+count() {
+  INSTRUCTIONS_OP=$1 INSTRUCTIONS_N=$2 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+    "$bin" 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+printf '%-20s %s\n' op "instructions per lock+unlock"
+for op in rwsem-read rwsem-write rwsem-try-read tokio-read tokio-write async-lock-read \
+  async-lock-write parking_lot-read parking_lot-write; do
+  a=$(count "$op" "$n")
+  b=$(count "$op" $((2 * n)))
+  python3 -c "print(f'{\"$op\":<20} {($b - $a) / $n:.1f}')"
+done
