@@ -3,10 +3,18 @@
 //! The borrowed guards are in [`guard`], the owned ones (over an `Arc<RwLock<T>>`) in
 //! [`owned`], the blocking acquires in [`blocking`] and the timed ones (feature `tokio`)
 //! in `timeout`.
+//!
+//! Every guard is a lock token ([`token::Token`]) plus a pointer to the part of the value
+//! it gives access to (plus a marker that sets its variance). The token is the ownership
+//! of the lock, and its invariant is that **a token exists exactly while its lock is
+//! owned**: the token's `Drop` is the only release, and the mode changes (downgrades,
+//! upgrades) consume one token and make the next, in [`token`] only. So no guard has a
+//! `Drop` of its own, and each guard kind has one constructor, `new(token, data)`, used by
+//! every path that makes that guard (the acquires, `map`, `try_map`, the downgrades and
+//! upgrades).
 
 use std::error::Error;
 use std::fmt;
-use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 pub(crate) mod blocking;
@@ -14,6 +22,7 @@ pub(crate) mod guard;
 pub(crate) mod owned;
 #[cfg(feature = "tokio")]
 pub(crate) mod timeout;
+pub(crate) mod token;
 pub(crate) mod upgradable;
 
 #[cfg(all(test, not(loom)))]
@@ -25,9 +34,10 @@ pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRw
 pub use self::timeout::Elapsed;
 pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadGuard, Upgrade};
 
+use self::token::{Mode, Read, Token, Write};
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;
-use crate::raw::{Acquire, RawRwLock};
+use crate::raw::RawRwLock;
 
 /// An async read-write lock built like the Linux kernel's `rw_semaphore`.
 ///
@@ -238,9 +248,10 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn read(&self) -> RwLockReadGuard<'_, T> {
-        Acquire::read(&self.raw).await;
-        // SAFETY: we own a read lock, handed to the guard.
-        unsafe { self.read_guard() }
+        Read::acquire(&self.raw).await;
+        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
+        // points to.
+        unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
     }
 
     /// Locks for writing, waiting until no reader or writer holds the lock.
@@ -259,9 +270,10 @@ impl<T: ?Sized> RwLock<T> {
     /// # });
     /// ```
     pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
-        Acquire::write(&self.raw).await;
-        // SAFETY: we own the write lock, handed to the guard.
-        unsafe { self.write_guard() }
+        Write::acquire(&self.raw).await;
+        // SAFETY: the acquire completed: we own the write lock of `self`, whose value
+        // `data_ptr_mut` points to.
+        unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) }
     }
 
     /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
@@ -276,12 +288,9 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_write().is_err());
     /// ```
     pub fn try_read(&self) -> Result<RwLockReadGuard<'_, T>, TryLockError> {
-        if self.raw.try_read() {
-            // SAFETY: we own a read lock, handed to the guard.
-            Ok(unsafe { self.read_guard() })
-        } else {
-            Err(TryLockError(()))
-        }
+        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        // SAFETY: the token owns a read lock of `self`, whose value `data_ptr` points to.
+        Ok(unsafe { RwLockReadGuard::new(token, self.data_ptr()) })
     }
 
     /// Locks for writing if the lock is free and no handoff to a waiter is pending.
@@ -296,12 +305,9 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*r, 2);
     /// ```
     pub fn try_write(&self) -> Result<RwLockWriteGuard<'_, T>, TryLockError> {
-        if self.raw.try_write() {
-            // SAFETY: we own the write lock, handed to the guard.
-            Ok(unsafe { self.write_guard() })
-        } else {
-            Err(TryLockError(()))
-        }
+        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        // SAFETY: the token owns the write lock of `self`, whose value `data_ptr_mut` points to.
+        Ok(unsafe { RwLockWriteGuard::new(token, self.data_ptr_mut()) })
     }
 
     /// Returns a mutable reference to the value. No locking is needed: `&mut self`
@@ -347,28 +353,18 @@ impl<T: ?Sized> RwLock<T> {
         self.raw.stats.snapshot()
     }
 
-    /// # Safety
-    ///
-    /// The caller owns a read lock of `self` and hands it to the guard.
-    pub(crate) unsafe fn read_guard(&self) -> RwLockReadGuard<'_, T> {
-        RwLockReadGuard {
-            raw: &self.raw,
-            // SAFETY: a pointer into a live cell is not null.
-            data: unsafe { NonNull::new_unchecked(cell_ptr_shared(&self.data)) },
-            marker: PhantomData,
-        }
+    /// A pointer to the value, for a guard that reads it (under loom, a read access).
+    #[inline]
+    fn data_ptr(&self) -> NonNull<T> {
+        // SAFETY: a pointer into a live cell is not null.
+        unsafe { NonNull::new_unchecked(cell_ptr_shared(&self.data)) }
     }
 
-    /// # Safety
-    ///
-    /// The caller owns the write lock of `self` and hands it to the guard.
-    pub(crate) unsafe fn write_guard(&self) -> RwLockWriteGuard<'_, T> {
-        RwLockWriteGuard {
-            raw: &self.raw,
-            // SAFETY: a pointer into a live cell is not null.
-            data: unsafe { NonNull::new_unchecked(cell_ptr(&self.data)) },
-            marker: PhantomData,
-        }
+    /// A pointer to the value, for a guard that writes it (under loom, a write access).
+    #[inline]
+    fn data_ptr_mut(&self) -> NonNull<T> {
+        // SAFETY: a pointer into a live cell is not null.
+        unsafe { NonNull::new_unchecked(cell_ptr(&self.data)) }
     }
 }
 
@@ -402,7 +398,9 @@ impl<T> From<T> for RwLock<T> {
 // futures, with its reason; the variance of each, below. The bounds are tokio's where
 // tokio has the type (one is looser: a borrowed read guard is `Sync` for `T: Sync`, where
 // tokio also asks `T: Send`), async-lock's for the upgradable guards. `crate::rwlock::tests`
-// asserts every one of them (and `Unpin`) in `bounds()`.
+// asserts every one of them (and `Unpin`) in `bounds()`. A guard's fields (its lock token,
+// a `NonNull` to the value and a variance marker) decide none of them: the `NonNull` alone
+// makes a type neither `Send` nor `Sync`, so each impl below is the type's whole bound.
 
 // SAFETY: the lock owns a `T`; moving the lock moves the `T`, which needs `T: Send`.
 unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
@@ -432,8 +430,9 @@ unsafe impl<T: ?Sized + Send + Sync> Send for RwLockUpgradableReadGuard<'_, T> {
 // SAFETY: `&guard` gives `&T` only.
 unsafe impl<T: ?Sized + Sync> Sync for RwLockUpgradableReadGuard<'_, T> {}
 
-// SAFETY: it resolves to a write guard, which is `Send` for `T: Send + Sync`; the acquire
-// future inside is `Send`.
+// SAFETY: it resolves to a write guard, which is `Send` for `T: Send + Sync`; what it holds
+// until then (`token::Upgrading`: the raw lock's acquire future and a reference to the raw
+// lock) is `Send`.
 unsafe impl<T: ?Sized + Send + Sync> Send for Upgrade<'_, T> {}
 // SAFETY: `&Upgrade` gives no access to the value.
 unsafe impl<T: ?Sized + Send + Sync> Sync for Upgrade<'_, T> {}
