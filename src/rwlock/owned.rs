@@ -1,6 +1,7 @@
 //! The owned guards, over an `Arc<RwLock<T>>`: [`OwnedRwLockReadGuard`],
-//! [`OwnedRwLockWriteGuard`] and [`OwnedRwLockMappedWriteGuard`], and the `*_owned`
-//! methods that make them.
+//! [`OwnedRwLockWriteGuard`] and [`OwnedRwLockMappedWriteGuard`], with the same methods as
+//! the borrowed ones and `rwlock` (the `*_owned` methods that make them are beside the
+//! borrowed acquires, in `src/rwlock.rs`).
 //!
 //! An owned guard's [token](super::token) holds a clone of the `Arc`, so the guard has no
 //! lifetime: it is `'static` whenever `T` is, and can be moved into a spawned task. The
@@ -12,97 +13,9 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::token::{Mode, OwnedToken, Read, Token, Write};
+use super::token::{OwnedToken, Read, Write};
 use super::upgradable::OwnedRwLockUpgradableReadGuard;
-use super::{RwLock, TryLockError};
-
-impl<T: ?Sized> RwLock<T> {
-    /// Locks for reading, as [`read`](Self::read), through an `Arc`: the guard holds the
-    /// `Arc` instead of borrowing the lock, so it can outlive the scope (and be moved into
-    /// a spawned task). Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let guard = Arc::clone(&lock).read_owned().await;
-    /// let n = tokio::spawn(async move { *guard + 1 }).await.unwrap();
-    /// assert_eq!(n, 2);
-    /// assert!(lock.try_write().is_ok()); // the guard was dropped in the task
-    /// # }
-    /// ```
-    pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        Read::acquire(&self.raw).await;
-        let data = self.data_ptr();
-        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
-        // points to.
-        unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) }
-    }
-
-    /// Locks for writing, as [`write`](Self::write), through an `Arc`. Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let mut guard = Arc::clone(&lock).write_owned().await;
-    /// tokio::spawn(async move { *guard += 1 }).await.unwrap();
-    /// assert_eq!(*lock.read().await, 2);
-    /// # }
-    /// ```
-    pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        Write::acquire(&self.raw).await;
-        let data = self.data_ptr_mut();
-        // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
-        // points to.
-        unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) }
-    }
-
-    /// Locks for reading through an `Arc` if that needs no waiting, as
-    /// [`try_read`](Self::try_read).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let r = Arc::clone(&lock).try_read_owned().unwrap();
-    /// assert_eq!(*r, 1);
-    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
-    /// ```
-    pub fn try_read_owned(self: Arc<Self>) -> Result<OwnedRwLockReadGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
-        let data = token.lock().data_ptr();
-        // SAFETY: the token owns a read lock of the lock whose value `data` points to.
-        Ok(unsafe { OwnedRwLockReadGuard::new(token, data) })
-    }
-
-    /// Locks for writing through an `Arc` if the lock is free, as
-    /// [`try_write`](Self::try_write).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// *Arc::clone(&lock).try_write_owned().unwrap() = 2;
-    /// let r = lock.try_read().unwrap();
-    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
-    /// assert_eq!(*r, 2);
-    /// ```
-    pub fn try_write_owned(self: Arc<Self>) -> Result<OwnedRwLockWriteGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
-        let data = token.lock().data_ptr_mut();
-        // SAFETY: the token owns the write lock of the lock whose value `data` points to.
-        Ok(unsafe { OwnedRwLockWriteGuard::new(token, data) })
-    }
-}
+use super::RwLock;
 
 /// Shared access to the value of a [`RwLock`] in an `Arc` (or to a part `U` of it, after
 /// [`map`](Self::map)), released when dropped.

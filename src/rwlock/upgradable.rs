@@ -1,7 +1,11 @@
 //! Upgradable reads: a read lock that can become the write lock without letting a writer
 //! in between. At most one upgradable reader holds the lock at a time, beside any number
-//! of plain readers; so two upgraders can never wait for each other. (The write guards'
-//! `downgrade_to_upgradable` is beside the write guards.)
+//! of plain readers; so two upgraders can never wait for each other.
+//!
+//! Here are the guards, [`RwLockUpgradableReadGuard`] and
+//! [`OwnedRwLockUpgradableReadGuard`], and the [`Upgrade`] future; the methods that make
+//! them are in `src/rwlock.rs` (the acquires) and beside the write guards
+//! (`downgrade_to_upgradable`).
 //!
 //! In the count word the upgradable reader is a reader bias plus the `UPGRADABLE` bit. An
 //! upgrade that must wait queues at the *head* of the wait queue and sets the handoff bit:
@@ -19,82 +23,8 @@ use std::task::{Context, Poll};
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
-use super::token::{BorrowedToken, Mode, OwnedToken, Token, Upgradable, Upgrading};
-use super::{RwLock, TryLockError};
-
-impl<T: ?Sized> RwLock<T> {
-    /// Locks for an upgradable read: shared access beside plain readers, which can later
-    /// become exclusive with [`RwLockUpgradableReadGuard::upgrade`] without letting a
-    /// writer in between. Waits while a writer or another upgradable reader holds the
-    /// lock. Cancel safe.
-    ///
-    /// ```
-    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
-    ///
-    /// # tokio_test::block_on(async {
-    /// let lock = RwLock::new(vec![1, 2]);
-    /// let up = lock.upgradable_read().await;
-    /// let r = lock.read().await; // plain readers still get in
-    /// assert!(lock.try_upgradable_read().is_err()); // but not a second upgradable one
-    /// drop(r);
-    /// if !up.contains(&3) {
-    ///     let mut w = RwLockUpgradableReadGuard::upgrade(up).await;
-    ///     w.push(3);
-    /// }
-    /// assert_eq!(*lock.read().await, [1, 2, 3]);
-    /// # });
-    /// ```
-    pub async fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        Upgradable::acquire(&self.raw).await;
-        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
-        // `data_ptr` points to.
-        unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
-    }
-
-    /// Locks for an upgradable read if that needs no waiting: no writer, no other
-    /// upgradable reader, nobody queued.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::new(0);
-    /// let up = lock.try_upgradable_read().unwrap();
-    /// assert!(lock.try_upgradable_read().is_err());
-    /// assert!(lock.try_read().is_ok());
-    /// assert!(lock.try_write().is_err());
-    /// drop(up);
-    /// ```
-    pub fn try_upgradable_read(&self) -> Result<RwLockUpgradableReadGuard<'_, T>, TryLockError> {
-        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
-        // SAFETY: the token owns the upgradable read lock of `self`, whose value `data_ptr` points
-        // to.
-        Ok(unsafe { RwLockUpgradableReadGuard::new(token, self.data_ptr()) })
-    }
-
-    /// Locks for an upgradable read from synchronous code, blocking the current thread
-    /// (see [`blocking_read`](Self::blocking_read), and its warning: calling it inside an
-    /// async task can deadlock).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let l = Arc::clone(&lock);
-    /// std::thread::spawn(move || {
-    ///     let up = l.blocking_upgradable_read();
-    ///     if let Ok(mut w) = RwLockUpgradableReadGuard::try_upgrade(up) {
-    ///         *w += 1;
-    ///     }
-    /// })
-    /// .join()
-    /// .unwrap();
-    /// assert_eq!(*lock.blocking_read(), 2);
-    /// ```
-    pub fn blocking_upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        super::blocking::block_on(self.upgradable_read())
-    }
-}
+use super::token::{BorrowedToken, OwnedToken, Upgradable, Upgrading};
+use super::RwLock;
 
 /// Shared access to the value of a [`RwLock`] that can be upgraded to exclusive access
 /// without letting a writer in between; released when dropped.
@@ -265,60 +195,6 @@ impl<'a, T: ?Sized> Future for Upgrade<'a, T> {
 impl<T: ?Sized> fmt::Debug for Upgrade<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Upgrade").finish_non_exhaustive()
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Owned upgradable reads.
-
-impl<T: ?Sized> RwLock<T> {
-    /// Locks for an upgradable read, as [`upgradable_read`](Self::upgradable_read),
-    /// through an `Arc`: the guard keeps the lock alive and is `'static` when `T` is.
-    /// Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let up = Arc::clone(&lock).upgradable_read_owned().await;
-    /// let task = tokio::spawn(async move {
-    ///     let mut w = OwnedRwLockUpgradableReadGuard::upgrade(up).await;
-    ///     *w += 1;
-    /// });
-    /// task.await.unwrap();
-    /// assert_eq!(*lock.read().await, 2);
-    /// # }
-    /// ```
-    pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
-        Upgradable::acquire(&self.raw).await;
-        let data = self.data_ptr();
-        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
-        // `data` points to.
-        unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) }
-    }
-
-    /// Locks for an upgradable read through an `Arc` if that needs no waiting, as
-    /// [`try_upgradable_read`](Self::try_upgradable_read).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
-    /// assert!(Arc::clone(&lock).try_upgradable_read_owned().is_err());
-    /// drop(up);
-    /// ```
-    pub fn try_upgradable_read_owned(
-        self: Arc<Self>,
-    ) -> Result<OwnedRwLockUpgradableReadGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
-        let data = token.lock().data_ptr();
-        // SAFETY: the token owns the upgradable read lock of the lock whose value `data` points to.
-        Ok(unsafe { OwnedRwLockUpgradableReadGuard::new(token, data) })
     }
 }
 
