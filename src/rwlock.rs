@@ -1,19 +1,49 @@
 //! The typed lock, [`RwLock<T>`], and its guards, on top of the raw lock in [`crate::raw`].
 //!
-//! The borrowed guards are in [`guard`], the owned ones (over an `Arc<RwLock<T>>`) in
-//! [`owned`], the blocking acquires in [`blocking`] and the timed ones (feature `tokio`)
-//! in `timeout`.
+//! # Where things are
+//!
+//! - This file: [`RwLock`] itself. Its construction (and `into_inner`); its access
+//!   without locking (`get_mut`, `policy`, `stats`); every async and `try_` acquire, in
+//!   one `impl` block per guard kind (read, write, upgradable read), each borrowed
+//!   acquire followed by its owned form (`*_owned`, through an `Arc`); and, under "Auto
+//!   traits and variance", the `Send`/`Sync` impls of every public type and the variance
+//!   of each.
+//! - [`blocking`]: the blocking acquires, `blocking_read`, `blocking_write`, their owned
+//!   forms and `blocking_upgradable_read`.
+//! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
+//! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and
+//!   [`RwLockMappedWriteGuard`].
+//! - [`owned`]: the owned guards, [`OwnedRwLockReadGuard`], [`OwnedRwLockWriteGuard`] and
+//!   [`OwnedRwLockMappedWriteGuard`].
+//! - [`upgradable`]: the upgradable guards, [`RwLockUpgradableReadGuard`] and
+//!   [`OwnedRwLockUpgradableReadGuard`], and the [`Upgrade`] future.
+//! - [`token`]: the lock tokens, which take, change and release a lock of the raw lock.
+//!
+//! A guard's methods are next to its type, whatever guard they return (so
+//! `RwLockWriteGuard::downgrade_to_upgradable` is in [`guard`]).
+//!
+//! # One way to hold a lock
+//!
+//! Every guard is a lock token ([`token::Token`]) plus a pointer to the part of the value
+//! it gives access to (plus a marker that sets its variance). The token is the ownership
+//! of the lock, and its invariant is that **a token exists exactly while its lock is
+//! owned**: the token's `Drop` is the only release, and the mode changes (downgrades,
+//! upgrades) consume one token and make the next, in [`token`] only. So no guard has a
+//! `Drop` of its own, and each guard kind has one constructor, `new(token, data)`, used by
+//! every path that makes that guard (the acquires, `map`, `try_map`, the downgrades and
+//! upgrades).
 
 use std::error::Error;
 use std::fmt;
-use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 pub(crate) mod blocking;
 pub(crate) mod guard;
 pub(crate) mod owned;
 #[cfg(feature = "tokio")]
 pub(crate) mod timeout;
+pub(crate) mod token;
 pub(crate) mod upgradable;
 
 #[cfg(all(test, not(loom)))]
@@ -25,9 +55,10 @@ pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRw
 pub use self::timeout::Elapsed;
 pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadGuard, Upgrade};
 
+use self::token::{Mode, Read, Token, Upgradable, Write};
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;
-use crate::raw::{LockFuture, RawRwLock};
+use crate::raw::RawRwLock;
 
 /// An async read-write lock built like the Linux kernel's `rw_semaphore`.
 ///
@@ -79,6 +110,9 @@ impl fmt::Display for TryLockError {
 }
 
 impl Error for TryLockError {}
+
+// ---------------------------------------------------------------------------------------
+// Construction (and `into_inner`).
 
 impl<T> RwLock<T> {
     /// Creates an unlocked lock holding `value`, with the default [`Policy`].
@@ -217,93 +251,10 @@ impl<T> RwLock<T> {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Access without locking.
+
 impl<T: ?Sized> RwLock<T> {
-    /// Locks for reading, waiting while a writer holds the lock (or is due it).
-    ///
-    /// Returns a guard that releases the read lock when dropped. Cancel safe: dropping the
-    /// future before it completes takes nothing, and leaves no trace in the queue.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let c = Arc::clone(&lock);
-    /// let n = lock.read().await;
-    /// // Another reader gets in while we hold ours.
-    /// let other = tokio::spawn(async move { *c.read().await }).await.unwrap();
-    /// assert_eq!(*n, other);
-    /// # }
-    /// ```
-    pub async fn read(&self) -> RwLockReadGuard<'_, T> {
-        LockFuture::read(&self.raw).await;
-        // SAFETY: we own a read lock, handed to the guard.
-        unsafe { self.read_guard() }
-    }
-
-    /// Locks for writing, waiting until no reader or writer holds the lock.
-    ///
-    /// A writer that finds the lock held first spins for a short time (the policy's
-    /// `writer_spin`), then yields to the executor (`writer_yields` times), then queues.
-    /// Returns a guard that releases the write lock when dropped. Cancel safe.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// # tokio_test::block_on(async {
-    /// let lock = RwLock::new(1);
-    /// *lock.write().await += 1;
-    /// assert_eq!(*lock.read().await, 2);
-    /// # });
-    /// ```
-    pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
-        LockFuture::write(&self.raw).await;
-        // SAFETY: we own the write lock, handed to the guard.
-        unsafe { self.write_guard() }
-    }
-
-    /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
-    /// queued and no handoff is pending.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::new(1);
-    /// let r = lock.try_read().unwrap();
-    /// assert_eq!(*r, 1);
-    /// assert!(lock.try_write().is_err());
-    /// ```
-    pub fn try_read(&self) -> Result<RwLockReadGuard<'_, T>, TryLockError> {
-        if self.raw.try_read() {
-            // SAFETY: we own a read lock, handed to the guard.
-            Ok(unsafe { self.read_guard() })
-        } else {
-            Err(TryLockError(()))
-        }
-    }
-
-    /// Locks for writing if the lock is free and no handoff to a waiter is pending.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::new(1);
-    /// *lock.try_write().unwrap() = 2;
-    /// let r = lock.try_read().unwrap();
-    /// assert!(lock.try_write().is_err());
-    /// assert_eq!(*r, 2);
-    /// ```
-    pub fn try_write(&self) -> Result<RwLockWriteGuard<'_, T>, TryLockError> {
-        if self.raw.try_write() {
-            // SAFETY: we own the write lock, handed to the guard.
-            Ok(unsafe { self.write_guard() })
-        } else {
-            Err(TryLockError(()))
-        }
-    }
-
     /// Returns a mutable reference to the value. No locking is needed: `&mut self`
     /// proves nobody else holds the lock.
     ///
@@ -349,28 +300,299 @@ impl<T: ?Sized> RwLock<T> {
         self.raw.stats.snapshot()
     }
 
-    /// # Safety
-    ///
-    /// The caller owns a read lock of `self` and hands it to the guard.
-    pub(crate) unsafe fn read_guard(&self) -> RwLockReadGuard<'_, T> {
-        RwLockReadGuard {
-            raw: &self.raw,
-            // SAFETY: a pointer into a live cell is not null.
-            data: unsafe { NonNull::new_unchecked(cell_ptr_shared(&self.data)) },
-            marker: PhantomData,
-        }
+    /// A pointer to the value, for a guard that reads it (under loom, a read access).
+    #[inline]
+    fn data_ptr(&self) -> NonNull<T> {
+        // SAFETY: a pointer into a live cell is not null.
+        unsafe { NonNull::new_unchecked(cell_ptr_shared(&self.data)) }
     }
 
-    /// # Safety
+    /// A pointer to the value, for a guard that writes it (under loom, a write access).
+    #[inline]
+    fn data_ptr_mut(&self) -> NonNull<T> {
+        // SAFETY: a pointer into a live cell is not null.
+        unsafe { NonNull::new_unchecked(cell_ptr(&self.data)) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Read locks: `read`, `try_read` and their owned forms.
+
+impl<T: ?Sized> RwLock<T> {
+    /// Locks for reading, waiting while a writer holds the lock (or is due it).
     ///
-    /// The caller owns the write lock of `self` and hands it to the guard.
-    pub(crate) unsafe fn write_guard(&self) -> RwLockWriteGuard<'_, T> {
-        RwLockWriteGuard {
-            raw: &self.raw,
-            // SAFETY: a pointer into a live cell is not null.
-            data: unsafe { NonNull::new_unchecked(cell_ptr(&self.data)) },
-            marker: PhantomData,
-        }
+    /// Returns a guard that releases the read lock when dropped. Cancel safe: dropping the
+    /// future before it completes takes nothing, and leaves no trace in the queue.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let c = Arc::clone(&lock);
+    /// let n = lock.read().await;
+    /// // Another reader gets in while we hold ours.
+    /// let other = tokio::spawn(async move { *c.read().await }).await.unwrap();
+    /// assert_eq!(*n, other);
+    /// # }
+    /// ```
+    pub async fn read(&self) -> RwLockReadGuard<'_, T> {
+        Read::acquire(&self.raw).await;
+        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
+        // points to.
+        unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
+    }
+
+    /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
+    /// queued and no handoff is pending.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(1);
+    /// let r = lock.try_read().unwrap();
+    /// assert_eq!(*r, 1);
+    /// assert!(lock.try_write().is_err());
+    /// ```
+    pub fn try_read(&self) -> Result<RwLockReadGuard<'_, T>, TryLockError> {
+        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        // SAFETY: the token owns a read lock of `self`, whose value `data_ptr` points to.
+        Ok(unsafe { RwLockReadGuard::new(token, self.data_ptr()) })
+    }
+
+    /// Locks for reading, as [`read`](Self::read), through an `Arc`: the guard holds the
+    /// `Arc` instead of borrowing the lock, so it can outlive the scope (and be moved into
+    /// a spawned task). Cancel safe.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let guard = Arc::clone(&lock).read_owned().await;
+    /// let n = tokio::spawn(async move { *guard + 1 }).await.unwrap();
+    /// assert_eq!(n, 2);
+    /// assert!(lock.try_write().is_ok()); // the guard was dropped in the task
+    /// # }
+    /// ```
+    pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
+        Read::acquire(&self.raw).await;
+        let data = self.data_ptr();
+        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
+        // points to.
+        unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) }
+    }
+
+    /// Locks for reading through an `Arc` if that needs no waiting, as
+    /// [`try_read`](Self::try_read).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let r = Arc::clone(&lock).try_read_owned().unwrap();
+    /// assert_eq!(*r, 1);
+    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
+    /// ```
+    pub fn try_read_owned(self: Arc<Self>) -> Result<OwnedRwLockReadGuard<T>, TryLockError> {
+        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
+        let data = token.lock().data_ptr();
+        // SAFETY: the token owns a read lock of the lock whose value `data` points to.
+        Ok(unsafe { OwnedRwLockReadGuard::new(token, data) })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The write lock: `write`, `try_write` and their owned forms.
+
+impl<T: ?Sized> RwLock<T> {
+    /// Locks for writing, waiting until no reader or writer holds the lock.
+    ///
+    /// A writer that finds the lock held first spins for a short time (the policy's
+    /// `writer_spin`), then yields to the executor (`writer_yields` times), then queues.
+    /// Returns a guard that releases the write lock when dropped. Cancel safe.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(1);
+    /// *lock.write().await += 1;
+    /// assert_eq!(*lock.read().await, 2);
+    /// # });
+    /// ```
+    pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
+        Write::acquire(&self.raw).await;
+        // SAFETY: the acquire completed: we own the write lock of `self`, whose value
+        // `data_ptr_mut` points to.
+        unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) }
+    }
+
+    /// Locks for writing if the lock is free and no handoff to a waiter is pending.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(1);
+    /// *lock.try_write().unwrap() = 2;
+    /// let r = lock.try_read().unwrap();
+    /// assert!(lock.try_write().is_err());
+    /// assert_eq!(*r, 2);
+    /// ```
+    pub fn try_write(&self) -> Result<RwLockWriteGuard<'_, T>, TryLockError> {
+        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        // SAFETY: the token owns the write lock of `self`, whose value `data_ptr_mut` points to.
+        Ok(unsafe { RwLockWriteGuard::new(token, self.data_ptr_mut()) })
+    }
+
+    /// Locks for writing, as [`write`](Self::write), through an `Arc`. Cancel safe.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let mut guard = Arc::clone(&lock).write_owned().await;
+    /// tokio::spawn(async move { *guard += 1 }).await.unwrap();
+    /// assert_eq!(*lock.read().await, 2);
+    /// # }
+    /// ```
+    pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
+        Write::acquire(&self.raw).await;
+        let data = self.data_ptr_mut();
+        // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
+        // points to.
+        unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) }
+    }
+
+    /// Locks for writing through an `Arc` if the lock is free, as
+    /// [`try_write`](Self::try_write).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// *Arc::clone(&lock).try_write_owned().unwrap() = 2;
+    /// let r = lock.try_read().unwrap();
+    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
+    /// assert_eq!(*r, 2);
+    /// ```
+    pub fn try_write_owned(self: Arc<Self>) -> Result<OwnedRwLockWriteGuard<T>, TryLockError> {
+        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
+        let data = token.lock().data_ptr_mut();
+        // SAFETY: the token owns the write lock of the lock whose value `data` points to.
+        Ok(unsafe { OwnedRwLockWriteGuard::new(token, data) })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The upgradable read lock: `upgradable_read`, `try_upgradable_read` and their owned
+// forms.
+
+impl<T: ?Sized> RwLock<T> {
+    /// Locks for an upgradable read: shared access beside plain readers, which can later
+    /// become exclusive with [`RwLockUpgradableReadGuard::upgrade`] without letting a
+    /// writer in between. Waits while a writer or another upgradable reader holds the
+    /// lock. Cancel safe.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(vec![1, 2]);
+    /// let up = lock.upgradable_read().await;
+    /// let r = lock.read().await; // plain readers still get in
+    /// assert!(lock.try_upgradable_read().is_err()); // but not a second upgradable one
+    /// drop(r);
+    /// if !up.contains(&3) {
+    ///     let mut w = RwLockUpgradableReadGuard::upgrade(up).await;
+    ///     w.push(3);
+    /// }
+    /// assert_eq!(*lock.read().await, [1, 2, 3]);
+    /// # });
+    /// ```
+    pub async fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
+        Upgradable::acquire(&self.raw).await;
+        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
+        // `data_ptr` points to.
+        unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
+    }
+
+    /// Locks for an upgradable read if that needs no waiting: no writer, no other
+    /// upgradable reader, nobody queued.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(0);
+    /// let up = lock.try_upgradable_read().unwrap();
+    /// assert!(lock.try_upgradable_read().is_err());
+    /// assert!(lock.try_read().is_ok());
+    /// assert!(lock.try_write().is_err());
+    /// drop(up);
+    /// ```
+    pub fn try_upgradable_read(&self) -> Result<RwLockUpgradableReadGuard<'_, T>, TryLockError> {
+        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        // SAFETY: the token owns the upgradable read lock of `self`, whose value `data_ptr` points
+        // to.
+        Ok(unsafe { RwLockUpgradableReadGuard::new(token, self.data_ptr()) })
+    }
+
+    /// Locks for an upgradable read, as [`upgradable_read`](Self::upgradable_read),
+    /// through an `Arc`: the guard keeps the lock alive and is `'static` when `T` is.
+    /// Cancel safe.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let up = Arc::clone(&lock).upgradable_read_owned().await;
+    /// let task = tokio::spawn(async move {
+    ///     let mut w = OwnedRwLockUpgradableReadGuard::upgrade(up).await;
+    ///     *w += 1;
+    /// });
+    /// task.await.unwrap();
+    /// assert_eq!(*lock.read().await, 2);
+    /// # }
+    /// ```
+    pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
+        Upgradable::acquire(&self.raw).await;
+        let data = self.data_ptr();
+        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
+        // `data` points to.
+        unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) }
+    }
+
+    /// Locks for an upgradable read through an `Arc` if that needs no waiting, as
+    /// [`try_upgradable_read`](Self::try_upgradable_read).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// assert!(Arc::clone(&lock).try_upgradable_read_owned().is_err());
+    /// drop(up);
+    /// ```
+    pub fn try_upgradable_read_owned(
+        self: Arc<Self>,
+    ) -> Result<OwnedRwLockUpgradableReadGuard<T>, TryLockError> {
+        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
+        let data = token.lock().data_ptr();
+        // SAFETY: the token owns the upgradable read lock of the lock whose value `data` points to.
+        Ok(unsafe { OwnedRwLockUpgradableReadGuard::new(token, data) })
     }
 }
 
@@ -404,7 +626,9 @@ impl<T> From<T> for RwLock<T> {
 // futures, with its reason; the variance of each, below. The bounds are tokio's where
 // tokio has the type (one is looser: a borrowed read guard is `Sync` for `T: Sync`, where
 // tokio also asks `T: Send`), async-lock's for the upgradable guards. `crate::rwlock::tests`
-// asserts every one of them (and `Unpin`) in `bounds()`.
+// asserts every one of them (and `Unpin`) in `bounds()`. A guard's fields (its lock token,
+// a `NonNull` to the value and a variance marker) decide none of them: the `NonNull` alone
+// makes a type neither `Send` nor `Sync`, so each impl below is the type's whole bound.
 
 // SAFETY: the lock owns a `T`; moving the lock moves the `T`, which needs `T: Send`.
 unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
@@ -434,8 +658,9 @@ unsafe impl<T: ?Sized + Send + Sync> Send for RwLockUpgradableReadGuard<'_, T> {
 // SAFETY: `&guard` gives `&T` only.
 unsafe impl<T: ?Sized + Sync> Sync for RwLockUpgradableReadGuard<'_, T> {}
 
-// SAFETY: it resolves to a write guard, which is `Send` for `T: Send + Sync`; the acquire
-// future inside is `Send`.
+// SAFETY: it resolves to a write guard, which is `Send` for `T: Send + Sync`; what it holds
+// until then (`token::Upgrading`: the raw lock's acquire future and a reference to the raw
+// lock) is `Send`.
 unsafe impl<T: ?Sized + Send + Sync> Send for Upgrade<'_, T> {}
 // SAFETY: `&Upgrade` gives no access to the value.
 unsafe impl<T: ?Sized + Send + Sync> Sync for Upgrade<'_, T> {}

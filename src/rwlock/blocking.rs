@@ -1,4 +1,5 @@
-//! Blocking acquires for synchronous callers: the acquire future polled by a small
+//! Blocking acquires for synchronous callers: `blocking_read`, `blocking_write`, their owned
+//! forms and `blocking_upgradable_read`, each the acquire future polled by a small
 //! thread-parking executor, no runtime needed.
 
 use std::future::Future;
@@ -9,6 +10,7 @@ use std::thread::{self, Thread};
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
+use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
 
 /// Wakes a thread parked in [`block_on`].
@@ -145,5 +147,29 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn blocking_write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
         block_on(self.write_owned())
+    }
+
+    /// Locks for an upgradable read from synchronous code, blocking the current thread
+    /// (see [`blocking_read`](Self::blocking_read), and its warning: calling it inside an
+    /// async task can deadlock).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let l = Arc::clone(&lock);
+    /// std::thread::spawn(move || {
+    ///     let up = l.blocking_upgradable_read();
+    ///     if let Ok(mut w) = RwLockUpgradableReadGuard::try_upgrade(up) {
+    ///         *w += 1;
+    ///     }
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// assert_eq!(*lock.blocking_read(), 2);
+    /// ```
+    pub fn blocking_upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
+        block_on(self.upgradable_read())
     }
 }

@@ -1,18 +1,19 @@
 //! The borrowed guards: [`RwLockReadGuard`], [`RwLockWriteGuard`] and
-//! [`RwLockMappedWriteGuard`], with their `map`, `try_map`, `downgrade` and
-//! `downgrade_map`.
+//! [`RwLockMappedWriteGuard`], with their `map`, `try_map`, `downgrade`, `downgrade_map`
+//! and `downgrade_to_upgradable`.
 //!
-//! Every guard is a pointer to the raw lock, whose lock it owns, and a pointer to the part
-//! of the value it gives access to. Mapping changes the second pointer only; the lock it
-//! owns stays the same, and is released once, by the last guard in the chain.
+//! Every guard is a [lock token](super::token), which owns the lock, and a pointer to the
+//! part of the value it gives access to. Mapping changes the pointer only: the token moves
+//! to the new guard, and the lock is released once, when the last guard in the chain
+//! drops it.
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-use crate::raw::RawRwLock;
+use super::token::{BorrowedToken, Read, Write};
+use super::upgradable::RwLockUpgradableReadGuard;
 
 /// Shared access to the value of a [`RwLock`](crate::RwLock) (or a part of it, after
 /// [`map`](RwLockReadGuard::map)), released when dropped.
@@ -24,15 +25,30 @@ use crate::raw::RawRwLock;
 #[clippy::has_significant_drop]
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct RwLockReadGuard<'a, T: ?Sized> {
-    /// The lock this guard owns a read lock of.
-    pub(crate) raw: &'a RawRwLock,
+    /// A read lock of the lock.
+    token: BorrowedToken<'a, Read>,
     /// The value (or the part of it this guard was mapped to), readable while the read
     /// lock is owned.
-    pub(crate) data: NonNull<T>,
-    pub(crate) marker: PhantomData<&'a T>,
+    data: NonNull<T>,
+    marker: PhantomData<&'a T>,
 }
 
 impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
+    /// The one constructor of a read guard.
+    ///
+    /// # Safety
+    ///
+    /// `data` can be read for as long as `token` owns its read lock: it points to the
+    /// value of that lock, or to a part of it, or to something that outlives the lock.
+    #[inline]
+    pub(crate) unsafe fn new(token: BorrowedToken<'a, Read>, data: NonNull<T>) -> Self {
+        Self {
+            token,
+            data,
+            marker: PhantomData,
+        }
+    }
+
     /// Makes a read guard for a part of the locked value. Cannot fail: the lock is already
     /// held, and stays held by the new guard.
     ///
@@ -57,12 +73,9 @@ impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
         F: FnOnce(&T) -> &U,
     {
         let data = NonNull::from(f(&*this));
-        let this = ManuallyDrop::new(this);
-        RwLockReadGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; the lock stays owned, by the token that moves to the new guard.
+        unsafe { RwLockReadGuard::new(this.token, data) }
     }
 
     /// Tries to make a read guard for a part of the locked value. If `f` returns `None`,
@@ -90,12 +103,8 @@ impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        let this = ManuallyDrop::new(this);
-        Ok(RwLockReadGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        })
+        // SAFETY: as in `map`.
+        Ok(unsafe { RwLockReadGuard::new(this.token, data) })
     }
 }
 
@@ -106,14 +115,6 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: the guard owns a read lock: no writer exists while it lives.
         unsafe { self.data.as_ref() }
-    }
-}
-
-impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns a read lock and gives it up.
-        unsafe { self.raw.unlock_read() }
     }
 }
 
@@ -137,16 +138,30 @@ impl<T: ?Sized + fmt::Display> fmt::Display for RwLockReadGuard<'_, T> {
 #[clippy::has_significant_drop]
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct RwLockWriteGuard<'a, T: ?Sized> {
-    /// The lock this guard owns the write lock of.
-    pub(crate) raw: &'a RawRwLock,
+    /// The write lock of the lock.
+    token: BorrowedToken<'a, Write>,
     /// The whole value: a write guard is never mapped (mapping makes a
     /// [`RwLockMappedWriteGuard`]), so that [`downgrade`](Self::downgrade) can only ever
     /// share what nobody else holds exclusively.
-    pub(crate) data: NonNull<T>,
-    pub(crate) marker: PhantomData<&'a mut T>,
+    data: NonNull<T>,
+    marker: PhantomData<&'a mut T>,
 }
 
 impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// The one constructor of a write guard.
+    ///
+    /// # Safety
+    ///
+    /// `data` points to the whole value of the lock whose write lock `token` owns.
+    #[inline]
+    pub(crate) unsafe fn new(token: BorrowedToken<'a, Write>, data: NonNull<T>) -> Self {
+        Self {
+            token,
+            data,
+            marker: PhantomData,
+        }
+    }
+
     /// Atomically turns the write lock into a read lock. Nobody can take the write lock in
     /// between.
     ///
@@ -194,15 +209,29 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// # drop(writer.poll());
     /// ```
     pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
-        let this = ManuallyDrop::new(self);
-        // SAFETY: we own the write lock; after the call we own a read lock, which the new
-        // guard takes over (the write guard's drop does not run).
-        unsafe { this.raw.downgrade() };
-        RwLockReadGuard {
-            raw: this.raw,
-            data: this.data,
-            marker: PhantomData,
-        }
+        // SAFETY: the whole value, under the read lock the write lock became.
+        unsafe { RwLockReadGuard::new(self.token.downgrade(), self.data) }
+    }
+
+    /// Atomically turns the write lock into the upgradable read lock, letting the queued
+    /// plain readers in beside it (not writers, nor other upgradable readers).
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let lock = RwLock::new(1);
+    /// let mut w = lock.write().await;
+    /// *w = 2;
+    /// let up = RwLockWriteGuard::downgrade_to_upgradable(w);
+    /// assert_eq!(*lock.read().await, 2); // readers share the lock now
+    /// let w = RwLockUpgradableReadGuard::upgrade(up).await;
+    /// assert_eq!(*w, 2);
+    /// # });
+    /// ```
+    pub fn downgrade_to_upgradable(this: Self) -> RwLockUpgradableReadGuard<'a, T> {
+        // SAFETY: the whole value, under the upgradable read lock the write lock became.
+        unsafe { RwLockUpgradableReadGuard::new(this.token.downgrade_to_upgradable(), this.data) }
     }
 
     /// Makes a write guard for a part of the locked value. Cannot fail: the lock is
@@ -235,12 +264,9 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
         F: FnOnce(&mut T) -> &mut U,
     {
         let data = NonNull::from(f(&mut *this));
-        let this = ManuallyDrop::new(this);
-        RwLockMappedWriteGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; the lock stays owned, by the token that moves to the new guard.
+        unsafe { RwLockMappedWriteGuard::new(this.token, data) }
     }
 
     /// Tries to make a write guard for a part of the locked value. If `f` returns `None`,
@@ -274,12 +300,8 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        let this = ManuallyDrop::new(this);
-        Ok(RwLockMappedWriteGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        })
+        // SAFETY: as in `map`.
+        Ok(unsafe { RwLockMappedWriteGuard::new(this.token, data) })
     }
 
     /// Turns the guard into a [`RwLockMappedWriteGuard`] of the whole value (for code that
@@ -335,15 +357,9 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
         F: FnOnce(&T) -> &U,
     {
         let data = NonNull::from(f(&*this));
-        let this = ManuallyDrop::new(this);
-        // SAFETY: we own the write lock; after the call we own a read lock, which the new
-        // guard takes over (the write guard's drop does not run).
-        unsafe { this.raw.downgrade() };
-        RwLockReadGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; readable under the read lock the write lock became.
+        unsafe { RwLockReadGuard::new(this.token.downgrade(), data) }
     }
 
     /// As [`downgrade_map`](Self::downgrade_map), if `f` returns `Some`. If it returns
@@ -375,14 +391,8 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        let this = ManuallyDrop::new(this);
         // SAFETY: as in `downgrade_map`.
-        unsafe { this.raw.downgrade() };
-        Ok(RwLockReadGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        })
+        Ok(unsafe { RwLockReadGuard::new(this.token.downgrade(), data) })
     }
 }
 
@@ -401,14 +411,6 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard owns the write lock and `&mut self` is unique.
         unsafe { self.data.as_mut() }
-    }
-}
-
-impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns the write lock and gives it up.
-        unsafe { self.raw.unlock_write() }
     }
 }
 
@@ -444,14 +446,30 @@ impl<T: ?Sized + fmt::Display> fmt::Display for RwLockWriteGuard<'_, T> {
 #[clippy::has_significant_drop]
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct RwLockMappedWriteGuard<'a, T: ?Sized> {
-    /// The lock this guard owns the write lock of.
-    pub(crate) raw: &'a RawRwLock,
+    /// The write lock of the lock.
+    token: BorrowedToken<'a, Write>,
     /// The part of the value this guard was mapped to.
-    pub(crate) data: NonNull<T>,
-    pub(crate) marker: PhantomData<&'a mut T>,
+    data: NonNull<T>,
+    marker: PhantomData<&'a mut T>,
 }
 
 impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
+    /// The one constructor of a mapped write guard.
+    ///
+    /// # Safety
+    ///
+    /// `data` can be read and written for as long as `token` owns its write lock: it
+    /// points to the value of that lock, or to a part of it, or to something that outlives
+    /// the lock.
+    #[inline]
+    pub(crate) unsafe fn new(token: BorrowedToken<'a, Write>, data: NonNull<T>) -> Self {
+        Self {
+            token,
+            data,
+            marker: PhantomData,
+        }
+    }
+
     /// Maps the guard further, to a part of its part. Cannot fail.
     ///
     /// An associated function (`RwLockMappedWriteGuard::map(guard, f)`), not a method.
@@ -474,12 +492,9 @@ impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
         F: FnOnce(&mut T) -> &mut U,
     {
         let data = NonNull::from(f(&mut *this));
-        let this = ManuallyDrop::new(this);
-        RwLockMappedWriteGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; the lock stays owned, by the token that moves to the new guard.
+        unsafe { RwLockMappedWriteGuard::new(this.token, data) }
     }
 
     /// Tries to map the guard further. If `f` returns `None`, the original guard is given
@@ -510,12 +525,8 @@ impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        let this = ManuallyDrop::new(this);
-        Ok(RwLockMappedWriteGuard {
-            raw: this.raw,
-            data,
-            marker: PhantomData,
-        })
+        // SAFETY: as in `map`.
+        Ok(unsafe { RwLockMappedWriteGuard::new(this.token, data) })
     }
 }
 
@@ -534,14 +545,6 @@ impl<T: ?Sized> DerefMut for RwLockMappedWriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard owns the write lock and `&mut self` is unique.
         unsafe { self.data.as_mut() }
-    }
-}
-
-impl<T: ?Sized> Drop for RwLockMappedWriteGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns the write lock and gives it up.
-        unsafe { self.raw.unlock_write() }
     }
 }
 

@@ -1,109 +1,21 @@
 //! The owned guards, over an `Arc<RwLock<T>>`: [`OwnedRwLockReadGuard`],
-//! [`OwnedRwLockWriteGuard`] and [`OwnedRwLockMappedWriteGuard`], and the `*_owned`
-//! methods that make them.
+//! [`OwnedRwLockWriteGuard`] and [`OwnedRwLockMappedWriteGuard`], with the same methods as
+//! the borrowed ones and `rwlock` (the `*_owned` methods that make them are beside the
+//! borrowed acquires, in `src/rwlock.rs`).
 //!
-//! An owned guard holds a clone of the `Arc`, so it has no lifetime: it is `'static`
-//! whenever `T` is, and can be moved into a spawned task. The guard releases the lock in
-//! its `Drop`, before the `Arc` field is dropped, so the lock outlives its release.
+//! An owned guard's [token](super::token) holds a clone of the `Arc`, so the guard has no
+//! lifetime: it is `'static` whenever `T` is, and can be moved into a spawned task. The
+//! token releases the lock before it drops the `Arc`, so the lock outlives its release.
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::{RwLock, TryLockError};
-use crate::loom::{cell_ptr, cell_ptr_shared};
-use crate::raw::LockFuture;
-
-impl<T: ?Sized> RwLock<T> {
-    /// Locks for reading, as [`read`](Self::read), through an `Arc`: the guard holds the
-    /// `Arc` instead of borrowing the lock, so it can outlive the scope (and be moved into
-    /// a spawned task). Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let guard = Arc::clone(&lock).read_owned().await;
-    /// let n = tokio::spawn(async move { *guard + 1 }).await.unwrap();
-    /// assert_eq!(n, 2);
-    /// assert!(lock.try_write().is_ok()); // the guard was dropped in the task
-    /// # }
-    /// ```
-    pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        LockFuture::read(&self.raw).await;
-        // SAFETY: we own a read lock of `self`, handed to the guard.
-        unsafe { OwnedRwLockReadGuard::new(self) }
-    }
-
-    /// Locks for writing, as [`write`](Self::write), through an `Arc`. Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let mut guard = Arc::clone(&lock).write_owned().await;
-    /// tokio::spawn(async move { *guard += 1 }).await.unwrap();
-    /// assert_eq!(*lock.read().await, 2);
-    /// # }
-    /// ```
-    pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        LockFuture::write(&self.raw).await;
-        // SAFETY: we own the write lock of `self`, handed to the guard.
-        unsafe { OwnedRwLockWriteGuard::new(self) }
-    }
-
-    /// Locks for reading through an `Arc` if that needs no waiting, as
-    /// [`try_read`](Self::try_read).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let r = Arc::clone(&lock).try_read_owned().unwrap();
-    /// assert_eq!(*r, 1);
-    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
-    /// ```
-    pub fn try_read_owned(self: Arc<Self>) -> Result<OwnedRwLockReadGuard<T>, TryLockError> {
-        if self.raw.try_read() {
-            // SAFETY: we own a read lock of `self`, handed to the guard.
-            Ok(unsafe { OwnedRwLockReadGuard::new(self) })
-        } else {
-            Err(TryLockError(()))
-        }
-    }
-
-    /// Locks for writing through an `Arc` if the lock is free, as
-    /// [`try_write`](Self::try_write).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// *Arc::clone(&lock).try_write_owned().unwrap() = 2;
-    /// let r = lock.try_read().unwrap();
-    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
-    /// assert_eq!(*r, 2);
-    /// ```
-    pub fn try_write_owned(self: Arc<Self>) -> Result<OwnedRwLockWriteGuard<T>, TryLockError> {
-        if self.raw.try_write() {
-            // SAFETY: we own the write lock of `self`, handed to the guard.
-            Ok(unsafe { OwnedRwLockWriteGuard::new(self) })
-        } else {
-            Err(TryLockError(()))
-        }
-    }
-}
+use super::token::{OwnedToken, Read, Write};
+use super::upgradable::OwnedRwLockUpgradableReadGuard;
+use super::RwLock;
 
 /// Shared access to the value of a [`RwLock`] in an `Arc` (or to a part `U` of it, after
 /// [`map`](Self::map)), released when dropped.
@@ -127,34 +39,27 @@ impl<T: ?Sized> RwLock<T> {
 #[clippy::has_significant_drop]
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct OwnedRwLockReadGuard<T: ?Sized, U: ?Sized = T> {
-    /// The lock, owned; a read lock of it is owned too.
-    pub(crate) lock: Arc<RwLock<T>>,
-    /// The value (or the part of it this guard was mapped to), inside `lock`.
-    pub(crate) data: NonNull<U>,
-    pub(crate) marker: PhantomData<T>,
-}
-
-impl<T: ?Sized> OwnedRwLockReadGuard<T> {
-    /// # Safety
-    ///
-    /// The caller owns a read lock of `lock` and hands it to the guard.
-    pub(crate) unsafe fn new(lock: Arc<RwLock<T>>) -> Self {
-        // SAFETY: a pointer into a live cell is not null.
-        let data = unsafe { NonNull::new_unchecked(cell_ptr_shared(&lock.data)) };
-        Self {
-            lock,
-            data,
-            marker: PhantomData,
-        }
-    }
+    /// The `Arc` of the lock, and a read lock of it.
+    token: OwnedToken<T, Read>,
+    /// The value (or the part of it this guard was mapped to), inside the lock.
+    data: NonNull<U>,
+    marker: PhantomData<T>,
 }
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
-    /// Takes the `Arc` out of a guard whose drop must not run (its lock is passed on).
-    pub(crate) fn into_lock(this: Self) -> Arc<RwLock<T>> {
-        let this = ManuallyDrop::new(this);
-        // SAFETY: `this` is never dropped, so the `Arc` is moved out exactly once.
-        unsafe { ptr::read(&this.lock) }
+    /// The one constructor of an owned read guard.
+    ///
+    /// # Safety
+    ///
+    /// `data` can be read for as long as `token` owns its read lock: it points to the
+    /// value of that lock, or to a part of it, or to something that outlives the lock.
+    #[inline]
+    pub(crate) unsafe fn new(token: OwnedToken<T, Read>, data: NonNull<U>) -> Self {
+        Self {
+            token,
+            data,
+            marker: PhantomData,
+        }
     }
 
     /// Makes a read guard for a part of the locked value. Cannot fail.
@@ -178,11 +83,9 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
         F: FnOnce(&U) -> &V,
     {
         let data = NonNull::from(f(&*this));
-        OwnedRwLockReadGuard {
-            lock: Self::into_lock(this),
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; the lock stays owned, by the token that moves to the new guard.
+        unsafe { OwnedRwLockReadGuard::new(this.token, data) }
     }
 
     /// Tries to make a read guard for a part of the locked value. If `f` returns `None`,
@@ -211,11 +114,8 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        Ok(OwnedRwLockReadGuard {
-            lock: Self::into_lock(this),
-            data,
-            marker: PhantomData,
-        })
+        // SAFETY: as in `map`.
+        Ok(unsafe { OwnedRwLockReadGuard::new(this.token, data) })
     }
 
     /// The `Arc` of the lock this guard holds.
@@ -232,7 +132,7 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
     /// ```
     #[inline]
     pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
-        &this.lock
+        this.token.lock()
     }
 }
 
@@ -244,15 +144,6 @@ impl<T: ?Sized, U: ?Sized> Deref for OwnedRwLockReadGuard<T, U> {
         // SAFETY: the guard owns a read lock and the `Arc`: no writer exists while it
         // lives, and the value is alive.
         unsafe { self.data.as_ref() }
-    }
-}
-
-impl<T: ?Sized, U: ?Sized> Drop for OwnedRwLockReadGuard<T, U> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns a read lock and gives it up; the `Arc` field is dropped
-        // only after this.
-        unsafe { self.lock.raw.unlock_read() }
     }
 }
 
@@ -275,33 +166,27 @@ impl<T: ?Sized, U: ?Sized + fmt::Display> fmt::Display for OwnedRwLockReadGuard<
 #[clippy::has_significant_drop]
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct OwnedRwLockWriteGuard<T: ?Sized> {
-    /// The lock, owned; its write lock is owned too.
-    pub(crate) lock: Arc<RwLock<T>>,
-    /// The whole value, inside `lock` (a write guard is never mapped: see
+    /// The `Arc` of the lock, and its write lock.
+    token: OwnedToken<T, Write>,
+    /// The whole value, inside the lock (a write guard is never mapped: see
     /// [`RwLockWriteGuard`](crate::RwLockWriteGuard)).
-    pub(crate) data: NonNull<T>,
-    pub(crate) marker: PhantomData<T>,
+    data: NonNull<T>,
+    marker: PhantomData<T>,
 }
 
 impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
+    /// The one constructor of an owned write guard.
+    ///
     /// # Safety
     ///
-    /// The caller owns the write lock of `lock` and hands it to the guard.
-    pub(crate) unsafe fn new(lock: Arc<RwLock<T>>) -> Self {
-        // SAFETY: a pointer into a live cell is not null.
-        let data = unsafe { NonNull::new_unchecked(cell_ptr(&lock.data)) };
+    /// `data` points to the whole value of the lock whose write lock `token` owns.
+    #[inline]
+    pub(crate) unsafe fn new(token: OwnedToken<T, Write>, data: NonNull<T>) -> Self {
         Self {
-            lock,
+            token,
             data,
             marker: PhantomData,
         }
-    }
-
-    /// Takes the `Arc` out of a guard whose drop must not run (its lock is passed on).
-    pub(crate) fn into_lock(this: Self) -> Arc<RwLock<T>> {
-        let this = ManuallyDrop::new(this);
-        // SAFETY: `this` is never dropped, so the `Arc` is moved out exactly once.
-        unsafe { ptr::read(&this.lock) }
     }
 
     /// Atomically turns the write lock into a read lock, as [`RwLockWriteGuard::downgrade`]
@@ -325,15 +210,30 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// # });
     /// ```
     pub fn downgrade(self) -> OwnedRwLockReadGuard<T> {
-        let data = self.data;
-        let lock = Self::into_lock(self);
-        // SAFETY: we own the write lock; after the call we own a read lock, which the new
-        // guard takes over (the write guard's drop did not run).
-        unsafe { lock.raw.downgrade() };
-        OwnedRwLockReadGuard {
-            lock,
-            data,
-            marker: PhantomData,
+        // SAFETY: the whole value, under the read lock the write lock became.
+        unsafe { OwnedRwLockReadGuard::new(self.token.downgrade(), self.data) }
+    }
+
+    /// Atomically turns the write lock into the upgradable read lock, as
+    /// [`RwLockWriteGuard::downgrade_to_upgradable`].
+    ///
+    /// [`RwLockWriteGuard::downgrade_to_upgradable`]:
+    ///     crate::RwLockWriteGuard::downgrade_to_upgradable
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockWriteGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let w = Arc::clone(&lock).try_write_owned().unwrap();
+    /// let up = OwnedRwLockWriteGuard::downgrade_to_upgradable(w);
+    /// assert!(lock.try_read().is_ok());
+    /// # drop(up);
+    /// ```
+    pub fn downgrade_to_upgradable(this: Self) -> OwnedRwLockUpgradableReadGuard<T> {
+        // SAFETY: the whole value, under the upgradable read lock the write lock became.
+        unsafe {
+            OwnedRwLockUpgradableReadGuard::new(this.token.downgrade_to_upgradable(), this.data)
         }
     }
 
@@ -362,11 +262,9 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
         F: FnOnce(&mut T) -> &mut U,
     {
         let data = NonNull::from(f(&mut *this));
-        OwnedRwLockMappedWriteGuard {
-            lock: Self::into_lock(this),
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; the lock stays owned, by the token that moves to the new guard.
+        unsafe { OwnedRwLockMappedWriteGuard::new(this.token, data) }
     }
 
     /// Tries to make a write guard for a part of the locked value. If `f` returns `None`,
@@ -398,11 +296,8 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        Ok(OwnedRwLockMappedWriteGuard {
-            lock: Self::into_lock(this),
-            data,
-            marker: PhantomData,
-        })
+        // SAFETY: as in `map`.
+        Ok(unsafe { OwnedRwLockMappedWriteGuard::new(this.token, data) })
     }
 
     /// Turns the guard into an [`OwnedRwLockMappedWriteGuard`] of the whole value.
@@ -451,15 +346,9 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
         F: FnOnce(&T) -> &U,
     {
         let data = NonNull::from(f(&*this));
-        let lock = Self::into_lock(this);
-        // SAFETY: we own the write lock; after the call we own a read lock, which the new
-        // guard takes over (the write guard's drop did not run).
-        unsafe { lock.raw.downgrade() };
-        OwnedRwLockReadGuard {
-            lock,
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; readable under the read lock the write lock became.
+        unsafe { OwnedRwLockReadGuard::new(this.token.downgrade(), data) }
     }
 
     /// As [`downgrade_map`](Self::downgrade_map) if `f` returns `Some`; if it returns
@@ -494,14 +383,8 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        let lock = Self::into_lock(this);
         // SAFETY: as in `downgrade_map`.
-        unsafe { lock.raw.downgrade() };
-        Ok(OwnedRwLockReadGuard {
-            lock,
-            data,
-            marker: PhantomData,
-        })
+        Ok(unsafe { OwnedRwLockReadGuard::new(this.token.downgrade(), data) })
     }
 
     /// The `Arc` of the lock this guard holds.
@@ -518,7 +401,7 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// ```
     #[inline]
     pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
-        &this.lock
+        this.token.lock()
     }
 }
 
@@ -537,15 +420,6 @@ impl<T: ?Sized> DerefMut for OwnedRwLockWriteGuard<T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard owns the write lock and the `Arc`; `&mut self` is unique.
         unsafe { self.data.as_mut() }
-    }
-}
-
-impl<T: ?Sized> Drop for OwnedRwLockWriteGuard<T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns the write lock and gives it up; the `Arc` field is
-        // dropped only after this.
-        unsafe { self.lock.raw.unlock_write() }
     }
 }
 
@@ -576,20 +450,30 @@ impl<T: ?Sized + fmt::Display> fmt::Display for OwnedRwLockWriteGuard<T> {
 #[clippy::has_significant_drop]
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct OwnedRwLockMappedWriteGuard<T: ?Sized, U: ?Sized = T> {
-    /// The lock, owned; its write lock is owned too.
-    pub(crate) lock: Arc<RwLock<T>>,
-    /// The part of the value this guard was mapped to, inside `lock`.
-    pub(crate) data: NonNull<U>,
-    /// Invariant in `U` (the guard hands out `&mut U`); `T` is invariant through `lock`.
-    pub(crate) marker: PhantomData<*mut U>,
+    /// The `Arc` of the lock, and its write lock.
+    token: OwnedToken<T, Write>,
+    /// The part of the value this guard was mapped to, inside the lock.
+    data: NonNull<U>,
+    /// Invariant in `U` (the guard hands out `&mut U`); `T` is invariant through the
+    /// token's `Arc`.
+    marker: PhantomData<*mut U>,
 }
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
-    /// Takes the `Arc` out of a guard whose drop must not run (its lock is passed on).
-    pub(crate) fn into_lock(this: Self) -> Arc<RwLock<T>> {
-        let this = ManuallyDrop::new(this);
-        // SAFETY: `this` is never dropped, so the `Arc` is moved out exactly once.
-        unsafe { ptr::read(&this.lock) }
+    /// The one constructor of an owned mapped write guard.
+    ///
+    /// # Safety
+    ///
+    /// `data` can be read and written for as long as `token` owns its write lock: it
+    /// points to the value of that lock, or to a part of it, or to something that outlives
+    /// the lock.
+    #[inline]
+    pub(crate) unsafe fn new(token: OwnedToken<T, Write>, data: NonNull<U>) -> Self {
+        Self {
+            token,
+            data,
+            marker: PhantomData,
+        }
     }
 
     /// Maps the guard further, to a part of its part. Cannot fail.
@@ -611,11 +495,9 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
         F: FnOnce(&mut U) -> &mut V,
     {
         let data = NonNull::from(f(&mut *this));
-        OwnedRwLockMappedWriteGuard {
-            lock: Self::into_lock(this),
-            data,
-            marker: PhantomData,
-        }
+        // SAFETY: `f` can only return a part of the value it was given, or something that
+        // outlives it; the lock stays owned, by the token that moves to the new guard.
+        unsafe { OwnedRwLockMappedWriteGuard::new(this.token, data) }
     }
 
     /// Tries to map the guard further. If `f` returns `None`, the original guard is given
@@ -646,11 +528,8 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
             Some(data) => NonNull::from(data),
             None => return Err(this),
         };
-        Ok(OwnedRwLockMappedWriteGuard {
-            lock: Self::into_lock(this),
-            data,
-            marker: PhantomData,
-        })
+        // SAFETY: as in `map`.
+        Ok(unsafe { OwnedRwLockMappedWriteGuard::new(this.token, data) })
     }
 
     /// The `Arc` of the lock this guard holds.
@@ -668,7 +547,7 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
     /// ```
     #[inline]
     pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
-        &this.lock
+        this.token.lock()
     }
 }
 
@@ -687,15 +566,6 @@ impl<T: ?Sized, U: ?Sized> DerefMut for OwnedRwLockMappedWriteGuard<T, U> {
     fn deref_mut(&mut self) -> &mut U {
         // SAFETY: the guard owns the write lock and the `Arc`; `&mut self` is unique.
         unsafe { self.data.as_mut() }
-    }
-}
-
-impl<T: ?Sized, U: ?Sized> Drop for OwnedRwLockMappedWriteGuard<T, U> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard owns the write lock and gives it up; the `Arc` field is
-        // dropped only after this.
-        unsafe { self.lock.raw.unlock_write() }
     }
 }
 
