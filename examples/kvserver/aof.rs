@@ -1038,7 +1038,12 @@ impl Log {
 impl Inner {
     /// The file work of [`Log::finish_rewrite`], with the writer held (no batch is written
     /// meanwhile; appends go on into the pending batch). `Err((committed, message))`.
-    fn commit_rewrite(&self, w: &mut Writer, snap_tmp: &Path, epoch: u64) -> Result<(), (bool, String)> {
+    fn commit_rewrite(
+        &self,
+        w: &mut Writer,
+        snap_tmp: &Path,
+        epoch: u64,
+    ) -> Result<(), (bool, String)> {
         let abort = |e: String| Err((false, e));
         let Some(rw) = w.rewrite.as_ref() else {
             return abort("ERR no SAVE in progress".into());
@@ -1093,7 +1098,10 @@ impl Inner {
                 );
                 self.stats.fsync_errors.fetch_add(1, Ordering::Relaxed);
                 self.lock_pending().sync_error = Some(msg.clone());
-                Err((true, format!("ERR SAVE: {msg}; writes are refused until a retry succeeds")))
+                Err((
+                    true,
+                    format!("ERR SAVE: {msg}; writes are refused until a retry succeeds"),
+                ))
             }
         }
     }

@@ -43,9 +43,32 @@ fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
 /// Redis commands on the data types this server does not have (`redis-benchmark`'s default
 /// tests use several): they get an error that says so instead of "unknown command".
 const OTHER_TYPES: &[&[u8]] = &[
-    b"LPUSH", b"RPUSH", b"LPOP", b"RPOP", b"LRANGE", b"LLEN", b"LINDEX", b"SADD", b"SPOP",
-    b"SREM", b"SMEMBERS", b"SCARD", b"HSET", b"HGET", b"HMSET", b"HGETALL", b"HDEL", b"HINCRBY",
-    b"ZADD", b"ZPOPMIN", b"ZPOPMAX", b"ZRANGE", b"ZREM", b"ZSCORE", b"ZINCRBY", b"XADD",
+    b"LPUSH",
+    b"RPUSH",
+    b"LPOP",
+    b"RPOP",
+    b"LRANGE",
+    b"LLEN",
+    b"LINDEX",
+    b"SADD",
+    b"SPOP",
+    b"SREM",
+    b"SMEMBERS",
+    b"SCARD",
+    b"HSET",
+    b"HGET",
+    b"HMSET",
+    b"HGETALL",
+    b"HDEL",
+    b"HINCRBY",
+    b"ZADD",
+    b"ZPOPMIN",
+    b"ZPOPMAX",
+    b"ZRANGE",
+    b"ZREM",
+    b"ZSCORE",
+    b"ZINCRBY",
+    b"XADD",
 ];
 
 fn unknown(out: &mut Vec<u8>, args: &Args) {
@@ -269,7 +292,12 @@ const PXAT: u8 = 8;
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`, read as Redis reads it:
 /// every option first (a repeated expiry of the same kind is allowed, the last one counts;
 /// conflicting ones are a syntax error), then the expiry's value.
-async fn set<L: ShardLock<Shard>>(shared: &Shared<L>, args: Args, out: &mut Vec<u8>, seq: &mut u64) {
+async fn set<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    args: Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) {
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
     let mut kinds = 0u8;
     let mut expire: Option<usize> = None; // index of the value
@@ -364,7 +392,10 @@ async fn expire<L: ShardLock<Shard>>(
         );
     }
     if gt && lt {
-        return resp::error(out, "ERR GT and LT options at the same time are not compatible");
+        return resp::error(
+            out,
+            "ERR GT and LT options at the same time are not compatible",
+        );
     }
     let Some(mut when) = parse_int(&args[2]) else {
         return resp::error(out, NOT_INT);

@@ -124,7 +124,10 @@ async fn start_with<L: ShardLock<Shard>>(config: Config) -> Result<Running, Stri
     if config.persistence.is_some() {
         // A request the log could not hold must be refused by the parser, never acknowledged.
         crate::aof::check_request_limits(
-            config.limits.max_request_len.max(config.limits.max_bulk_len),
+            config
+                .limits
+                .max_request_len
+                .max(config.limits.max_bulk_len),
             config.limits.max_array_len,
         )?;
     }
