@@ -892,9 +892,13 @@ impl Log {
         match &res {
             Ok(()) => {
                 inner.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-                p.sync_error = None;
                 if dir_unsynced {
                     p.dir_unsynced = false;
+                }
+                // A SAVE may have left the directory unsynced while this ran: its error stays
+                // until a pass that synced the directory succeeds.
+                if !p.dir_unsynced {
+                    p.sync_error = None;
                 }
             }
             Err(e) => {
