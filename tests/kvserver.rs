@@ -1137,3 +1137,89 @@ async fn sweep_passes_continue_while_keys_are_due() {
     assert_eq!(store.expired_keys(), 10_000);
     assert_eq!(store.dbsize().await, 0);
 }
+
+/// Group commit: a pipeline of writes read in one go is logged with one batch write (one
+/// `write(2)`), not one per command; with several connections writing at once, batches still
+/// cover many records each; and every acknowledged record is in the log, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_writes_share_one_batch() {
+    let info_field = |info: &str, name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("INFO lacks {name}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    for fsync in [Fsync::Everysec, Fsync::Always] {
+        let dir = TempDir::new("batch");
+        let mut cfg = config(LockKind::Rwsem, Some(dir.path()));
+        cfg.persistence.as_mut().unwrap().fsync = fsync;
+        let srv = start(cfg.clone()).await;
+        let mut c = connect(srv.addr).await;
+        let info: String = cmd(&mut c, &["INFO", "persistence"]).await.unwrap();
+        let batches0 = info_field(&info, "aof_batches_written");
+
+        // 100 SETs in one write on a raw socket: one read, one batch (a second one if the read
+        // happens to be split).
+        let mut req = Vec::new();
+        for i in 0..100 {
+            let k = format!("p{i:03}");
+            req.extend_from_slice(
+                format!("*3\r\n$3\r\nSET\r\n$4\r\n{k}\r\n$1\r\nv\r\n").as_bytes(),
+            );
+        }
+        req.extend_from_slice(b"QUIT\r\n");
+        let got = raw(srv.addr, &req, false).await;
+        assert_eq!(got, b"+OK\r\n".repeat(101));
+        let info: String = cmd(&mut c, &["INFO", "persistence"]).await.unwrap();
+        let batches = info_field(&info, "aof_batches_written") - batches0;
+        assert!(
+            (1..=2).contains(&batches),
+            "{fsync:?}: {batches} batches for one pipeline"
+        );
+
+        // Many connections at once: fewer batches than records.
+        let addr = srv.addr;
+        let tasks: Vec<_> = (0..8)
+            .map(|w| {
+                tokio::spawn(async move {
+                    let mut c = connect(addr).await;
+                    for round in 0..10 {
+                        let mut p = redis::pipe();
+                        for i in 0..50 {
+                            p.cmd("SET")
+                                .arg(format!("w{w}:{round}:{i}"))
+                                .arg(i)
+                                .ignore();
+                        }
+                        let () = within("pipe", p.query_async(&mut c)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            within("writer", t).await.unwrap();
+        }
+        let info: String = cmd(&mut c, &["INFO", "persistence"]).await.unwrap();
+        let records = info_field(&info, "aof_records_written");
+        let batches = info_field(&info, "aof_batches_written");
+        assert_eq!(records, 100 + 8 * 10 * 50);
+        assert!(
+            batches <= records / 10,
+            "{fsync:?}: {batches} batches, {records} records"
+        );
+        if fsync == Fsync::Always {
+            assert_eq!(
+                info_field(&info, "aof_fsyncs"),
+                batches,
+                "one fsync per batch"
+            );
+        }
+        drop(c);
+        within("stop", srv.stop()).await.unwrap();
+        let report = aof::load(dir.path(), |_| {}).unwrap();
+        assert_eq!(report.log_records, records);
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    }
+}

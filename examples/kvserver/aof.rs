@@ -18,11 +18,16 @@
 //! LE` unix milliseconds (0: no expiry). Writes are logged with absolute expiry times, so
 //! replay needs no clock of its own: a key whose time has passed is simply dropped.
 //!
-//! # Writing
-//! The store builds each record whole and hands it to [`Log::append`] while it holds the
-//! shard's write lock; `append` takes the log's own async mutex and issues one `write_all`
-//! (plus an `fsync` under `--appendfsync always`). A failed write is cut back off the file so a
-//! partial record never stays behind; if even that fails the log refuses further writes.
+//! # Writing: group commit
+//! A write command encodes its record straight into the log's current batch with
+//! [`Log::append`], inside its write critical section and before it changes the shard (so the
+//! order of the records is the order of the critical sections, and a refused append changes
+//! nothing). Before the connection replies it calls [`Log::wait`]: the first waiter takes the
+//! whole batch and writes it with one `write(2)` (plus one `fsync` under `--appendfsync
+//! always`), the others wait for that write. A batch that fails is cut back off the file (no
+//! partial record stays), every command in it and after it gets an error reply, and the log
+//! refuses writes until the server is restarted (memory holds changes the log does not). A
+//! failed everysec `fsync` refuses writes until a later one succeeds.
 //!
 //! # Rewriting (`SAVE`)
 //! See [`Log::begin_rewrite`]: while a snapshot is taken shard by shard, writes to shards already
@@ -56,7 +61,7 @@ const OP_END: u8 = 5;
 /// When the log is fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Fsync {
-    /// After every write, before the reply (and inside the write critical section).
+    /// Once per batch, before the replies of the commands in it.
     Always,
     /// Once a second, from a background task.
     Everysec,
@@ -67,12 +72,10 @@ pub enum Fsync {
 /// How a record reaches the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogIo {
-    /// `write(2)` on a `std::fs::File` right from the task: appends to the page cache are
-    /// short, as in Redis' own event loop. The lock is still held across the `.await` on the
-    /// log mutex (and, under `always`, on the fsync).
+    /// The batch's `write(2)` right from the task that writes it, as Redis' event loop does
+    /// (under `always`, the write and the fsync run in tokio's blocking pool).
     Direct,
-    /// `tokio::fs::File::write_all` + `flush`: every record is a round trip through tokio's
-    /// blocking pool, so the write lock is held across a real suspension.
+    /// The batch's write in tokio's blocking pool, always (a round trip per batch).
     TokioFs,
 }
 
