@@ -51,11 +51,12 @@ HAVE_REDIS=$(command -v redis-server >/dev/null && echo 1 || echo "")
 
 echo "building (release)..." >&2
 timeout 900 cargo build --release --quiet --example kvserver --example ycsb
-KV=target/release/examples/kvserver
-YCSB_BIN=target/release/examples/ycsb
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+KV=$TARGET_DIR/release/examples/kvserver
+YCSB_BIN=$TARGET_DIR/release/examples/ycsb
 
-# Data on the same disk as the repository (not a tmpfs), so that fsync costs what it costs.
-WORK=$(mktemp -d "$PWD/target/kvserver-loadtest.XXXXXX")
+# Data on the same disk as the build (not a tmpfs), so that fsync costs what it costs.
+WORK=$(mktemp -d "$TARGET_DIR/kvserver-loadtest.XXXXXX")
 PID=""
 stop_server() {
     if [ -n "$PID" ]; then
