@@ -114,7 +114,9 @@ const PORT_LINE: &str = "KVSERVER_CHILD_PORT=";
 /// test that the parent names on the command line.
 pub fn child_main() {
     let Ok(dir) = std::env::var(ENV_DIR) else {
-        panic!("started without {ENV_DIR}: this is the crash tests' child process, not a test");
+        // `cargo test -- --ignored` runs it too: nothing to do without a parent.
+        eprintln!("child_server: not started by a crash test ({ENV_DIR} unset); nothing to do");
+        return;
     };
     let fsync = match std::env::var(ENV_FSYNC).as_deref() {
         Ok("always") => Fsync::Always,
