@@ -5,6 +5,13 @@
 //! - `a`: 50% reads, 50% updates
 //! - `b`: 95% reads, 5% updates
 //! - `c`: 100% reads
+//! - `long`: the lock-sensitive scenario: `--clients` short clients send a stream of `GET`s
+//!   and `SET`s (half each, uniform keys) while `--long-readers` clients run long readers in
+//!   turn (`SCAN` steps of `--scan-count` keys, `KEYS` over the whole key space, `MGET` of
+//!   `--mget-keys` keys, which holds every shard's read lock at once) and one client runs
+//!   `SAVE` every `--save-every-ms` (a snapshot holds each shard's read lock across its file
+//!   write). Runs `--secs` seconds and reports, per command class, throughput and p50, p99 and
+//!   max latency: who waits, and for how long.
 //!
 //! Keys are drawn from YCSB's scrambled Zipfian distribution (constant 0.99 by default) over
 //! `--records` keys, so a few keys are hot and the hot ones are spread over the key space.
@@ -12,6 +19,7 @@
 //! ```text
 //! cargo run --release --example ycsb -- --port 6380 --load --workloads a,b,c
 //! cargo run --release --example ycsb -- --port 6380 --workloads a --json
+//! cargo run --release --example ycsb -- --port 6380 --load --workloads long --secs 10
 //! ```
 //!
 //! Every run is bounded: `--ops` operations per workload, and at most `--max-secs` seconds.
@@ -33,7 +41,8 @@ struct Cli {
     /// Server port.
     #[arg(long, default_value_t = 6380)]
     port: u16,
-    /// Workloads to run, in order: a (50/50), b (95/5), c (read only).
+    /// Workloads to run, in order: a (50/50), b (95/5), c (read only), long (long readers and
+    /// SAVE beside a SET/GET stream).
     #[arg(long, value_delimiter = ',', default_value = "a,b,c")]
     workloads: Vec<String>,
     /// Number of keys.
@@ -60,9 +69,24 @@ struct Cli {
     /// Stop a workload after this many seconds even if not all operations are done.
     #[arg(long, default_value_t = 60)]
     max_secs: u64,
-    /// Print one JSON object per workload instead of a table.
+    /// Print one JSON object per workload (per command class for `long`) instead of a table.
     #[arg(long)]
     json: bool,
+    /// `long`: seconds to run.
+    #[arg(long, default_value_t = 10)]
+    secs: u64,
+    /// `long`: clients running long readers.
+    #[arg(long, default_value_t = 4)]
+    long_readers: u64,
+    /// `long`: keys per `SCAN` step.
+    #[arg(long, default_value_t = 1000)]
+    scan_count: u64,
+    /// `long`: keys per `MGET`.
+    #[arg(long, default_value_t = 500)]
+    mget_keys: u64,
+    /// `long`: pause between two `SAVE`s, in ms (0: no `SAVE`).
+    #[arg(long, default_value_t = 200)]
+    save_every_ms: u64,
 }
 
 /// YCSB's `ZipfianGenerator` (Gray et al., "Quickly generating billion-record synthetic
@@ -206,20 +230,28 @@ async fn main() {
             }
         }
     }
-    if !cli.json {
-        println!("| workload | ops/s | p50 us | p99 us | p99.9 us | reads | updates | errors |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    }
+    let mut header = cli.json;
     for w in &cli.workloads {
         let read_pct = match w.to_ascii_lowercase().as_str() {
             "a" => 50,
             "b" => 95,
             "c" => 100,
+            "long" => {
+                long::run(&cli).await;
+                continue;
+            }
             other => {
-                eprintln!("ycsb: unknown workload {other:?} (a, b or c)");
+                eprintln!("ycsb: unknown workload {other:?} (a, b, c or long)");
                 std::process::exit(2);
             }
         };
+        if !header {
+            header = true;
+            println!(
+                "| workload | ops/s | p50 us | p99 us | p99.9 us | reads | updates | errors |"
+            );
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        }
         let deadline = Instant::now() + Duration::from_secs(cli.max_secs);
         let t0 = Instant::now();
         let per_client = cli.ops.div_ceil(cli.clients);
@@ -286,6 +318,203 @@ async fn main() {
                 total.updates,
                 total.errors
             );
+        }
+    }
+}
+
+/// The `long` workload: long readers and snapshots beside a stream of short writes.
+mod long {
+    use std::time::{Duration, Instant};
+
+    use hdrhistogram::Histogram;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use redis::aio::MultiplexedConnection;
+
+    use super::Cli;
+
+    /// The command classes, in report order.
+    pub const CLASSES: [&str; 6] = ["SET", "GET", "SCAN", "KEYS", "MGET", "SAVE"];
+
+    struct Stats {
+        hist: Vec<Histogram<u64>>,
+        errors: Vec<u64>,
+    }
+
+    impl Stats {
+        fn new() -> Stats {
+            Stats {
+                hist: CLASSES
+                    .iter()
+                    .map(|_| Histogram::new_with_bounds(1, 600_000_000, 3).unwrap())
+                    .collect(),
+                errors: vec![0; CLASSES.len()],
+            }
+        }
+        fn merge(&mut self, o: &Stats) {
+            for i in 0..CLASSES.len() {
+                let _ = self.hist[i].add(&o.hist[i]);
+                self.errors[i] += o.errors[i];
+            }
+        }
+    }
+
+    /// Times one command of class `class`.
+    async fn timed(
+        st: &mut Stats,
+        class: usize,
+        con: &mut MultiplexedConnection,
+        cmd: &redis::Cmd,
+    ) -> Option<redis::Value> {
+        let t0 = Instant::now();
+        let r: redis::RedisResult<redis::Value> = cmd.query_async(con).await;
+        st.hist[class].saturating_record((t0.elapsed().as_micros() as u64).max(1));
+        match r {
+            Ok(v) => Some(v),
+            Err(_) => {
+                st.errors[class] += 1;
+                None
+            }
+        }
+    }
+
+    async fn connect(cli: &Cli) -> MultiplexedConnection {
+        let client =
+            redis::Client::open(format!("redis://{}:{}/", cli.host, cli.port)).expect("client");
+        match client.get_multiplexed_async_connection().await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("ycsb: cannot connect: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+
+    async fn short_client(cli: Cli, seed: u64, until: Instant) -> Stats {
+        let mut st = Stats::new();
+        let mut con = connect(&cli).await;
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let value = vec![b'x'; cli.value_size];
+        while Instant::now() < until {
+            let key = format!("user{}", rng.gen_range(0..cli.records));
+            if rng.gen_bool(0.5) {
+                let mut c = redis::cmd("SET");
+                c.arg(key).arg(&value[..]);
+                timed(&mut st, 0, &mut con, &c).await;
+            } else {
+                let mut c = redis::cmd("GET");
+                c.arg(key);
+                timed(&mut st, 1, &mut con, &c).await;
+            }
+        }
+        st
+    }
+
+    async fn long_reader(cli: Cli, seed: u64, until: Instant) -> Stats {
+        let mut st = Stats::new();
+        let mut con = connect(&cli).await;
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut cursor = 0u64;
+        let mut turn = seed as usize;
+        while Instant::now() < until {
+            turn += 1;
+            match turn % 3 {
+                0 => {
+                    let mut c = redis::cmd("SCAN");
+                    c.arg(cursor).arg("COUNT").arg(cli.scan_count);
+                    if let Some(redis::Value::Array(v)) = timed(&mut st, 2, &mut con, &c).await {
+                        cursor = match v.first() {
+                            Some(redis::Value::BulkString(b)) => std::str::from_utf8(b)
+                                .ok()
+                                .and_then(|s| s.parse().ok())
+                                .unwrap_or(0),
+                            _ => 0,
+                        };
+                    }
+                }
+                1 => {
+                    // visits every key, matches none: a long read of every shard
+                    let mut c = redis::cmd("KEYS");
+                    c.arg("nomatch:*");
+                    timed(&mut st, 3, &mut con, &c).await;
+                }
+                _ => {
+                    let mut c = redis::cmd("MGET");
+                    for _ in 0..cli.mget_keys {
+                        c.arg(format!("user{}", rng.gen_range(0..cli.records)));
+                    }
+                    timed(&mut st, 4, &mut con, &c).await;
+                }
+            }
+        }
+        st
+    }
+
+    async fn saver(cli: Cli, until: Instant) -> Stats {
+        let mut st = Stats::new();
+        let mut con = connect(&cli).await;
+        while Instant::now() < until {
+            timed(&mut st, 5, &mut con, &redis::cmd("SAVE")).await;
+            tokio::time::sleep(Duration::from_millis(cli.save_every_ms)).await;
+        }
+        st
+    }
+
+    pub async fn run(cli: &Cli) {
+        let t0 = Instant::now();
+        let until = t0 + Duration::from_secs(cli.secs);
+        let mut tasks = Vec::new();
+        for i in 0..cli.clients {
+            tasks.push(tokio::spawn(short_client(cli.clone(), 0x5eed + i, until)));
+        }
+        for i in 0..cli.long_readers {
+            tasks.push(tokio::spawn(long_reader(cli.clone(), 0xbeef + i, until)));
+        }
+        if cli.save_every_ms > 0 {
+            tasks.push(tokio::spawn(saver(cli.clone(), until)));
+        }
+        let mut total = Stats::new();
+        for t in tasks {
+            match t.await {
+                Ok(st) => total.merge(&st),
+                Err(e) => {
+                    eprintln!("ycsb: client panicked: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        if !cli.json {
+            println!("| class | ops | ops/s | p50 us | p99 us | max us | errors |");
+            println!("|---|---:|---:|---:|---:|---:|---:|");
+        }
+        for (i, class) in CLASSES.iter().enumerate() {
+            let h = &total.hist[i];
+            if h.is_empty() {
+                continue;
+            }
+            let rate = h.len() as f64 / secs;
+            if cli.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "workload": "long", "class": class, "ops": h.len(), "secs": secs,
+                        "ops_per_sec": rate, "p50_us": h.value_at_quantile(0.5),
+                        "p99_us": h.value_at_quantile(0.99), "max_us": h.max(),
+                        "errors": total.errors[i], "clients": cli.clients,
+                        "long_readers": cli.long_readers,
+                    })
+                );
+            } else {
+                println!(
+                    "| {class} | {} | {rate:.0} | {} | {} | {} | {} |",
+                    h.len(),
+                    h.value_at_quantile(0.5),
+                    h.value_at_quantile(0.99),
+                    h.max(),
+                    total.errors[i]
+                );
+            }
         }
     }
 }

@@ -936,3 +936,290 @@ fn glob_and_resp_units_are_linked() {
     assert!(glob::matches(b"a*", b"abc"));
     assert_eq!(resp::parse_int(b"42"), Some(42));
 }
+
+/// `FLUSHALL` racing a `SAVE`, then writes: after a restart every write acknowledged after the
+/// `FLUSHALL` is there (a `FLUSHALL` logged into the new log mid-`SAVE` used to wipe, at replay,
+/// the keys written after it to shards snapshotted later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushall_during_save_loses_no_later_write() {
+    let dir = TempDir::new("flush-save");
+    let mut cfg = config(LockKind::Rwsem, Some(dir.path()));
+    cfg.shards = 16;
+    for round in 0..6 {
+        let srv = start(cfg.clone()).await;
+        let addr = srv.addr;
+        let mut c = connect(addr).await;
+        let mut p = redis::pipe();
+        for i in 0..20_000 {
+            p.cmd("SET")
+                .arg(format!("fill:{i}"))
+                .arg("x".repeat(64))
+                .ignore();
+        }
+        let () = within("fill", p.query_async(&mut c)).await.unwrap();
+        let save = tokio::spawn(async move {
+            let mut c = connect(addr).await;
+            cmd::<String>(&mut c, &["SAVE"]).await.unwrap()
+        });
+        tokio::task::yield_now().await;
+        let _: String = cmd(&mut c, &["FLUSHALL"]).await.unwrap();
+        let mut p = redis::pipe();
+        for i in 0..300 {
+            p.cmd("SET")
+                .arg(format!("after:{round}:{i}"))
+                .arg(i)
+                .ignore();
+        }
+        let () = within("sets", p.query_async(&mut c)).await.unwrap();
+        within("save", save).await.unwrap();
+        drop(c);
+        within("stop", srv.stop()).await.unwrap();
+
+        let srv = start(cfg.clone()).await;
+        let mut c = connect(srv.addr).await;
+        let d = dump(&mut c).await;
+        let after = d.keys().filter(|k| k.starts_with("after:")).count();
+        assert_eq!(
+            after, 300,
+            "round {round}: acknowledged writes after FLUSHALL lost"
+        );
+        assert!(!d.keys().any(|k| k.starts_with("fill:")), "round {round}");
+        let _: String = cmd(&mut c, &["FLUSHALL"]).await.unwrap();
+        drop(c);
+        within("stop", srv.stop()).await.unwrap();
+    }
+}
+
+/// A second server on the same `--dir` stops before it reads or changes anything there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_server_on_the_same_dir_is_refused_and_changes_nothing() {
+    let dir = TempDir::new("dirlock");
+    let cfg = config(LockKind::Rwsem, Some(dir.path()));
+    let srv = start(cfg.clone()).await;
+    let mut c = connect(srv.addr).await;
+    let _: () = c.set("k", "1").await.unwrap();
+    let _: String = cmd(&mut c, &["SAVE"]).await.unwrap();
+    let _: () = c.set("k2", "2").await.unwrap();
+    let files = |d: &Path| -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect()
+    };
+    let before = files(dir.path());
+    for port in [0, srv.addr.port()] {
+        let mut second = cfg.clone();
+        second.addr.set_port(port);
+        let err = match server::start(second).await {
+            Ok(_) => panic!("a second server started on the same directory"),
+            Err(e) => e,
+        };
+        assert!(err.contains("in use"), "{err}");
+    }
+    assert_eq!(files(dir.path()), before);
+    let _: () = c.set("k3", "3").await.unwrap();
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+    let srv = start(cfg).await;
+    let mut c = connect(srv.addr).await;
+    assert_eq!(dump(&mut c).await.len(), 3);
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// Request limits that would let a command's log record exceed what replay accepts are
+/// refused at start (such a record could be acknowledged, and then the server could not
+/// start again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_above_the_log_record_limit_are_refused_at_start() {
+    let dir = TempDir::new("limits-rec");
+    let three_gib = 3usize << 30;
+    for (bulk, request) in [
+        (three_gib, three_gib),
+        (16 << 20, three_gib),
+        (three_gib, 64 << 20),
+    ] {
+        let mut cfg = config(LockKind::Rwsem, Some(dir.path()));
+        cfg.limits.max_bulk_len = bulk;
+        cfg.limits.max_request_len = request;
+        let err = match server::start(cfg).await {
+            Ok(_) => panic!("started with --max-bulk-len {bulk} --max-request-len {request}"),
+            Err(e) => e,
+        };
+        assert!(err.contains("record limit"), "{err}");
+    }
+    // Without a log there is no record limit.
+    let mut cfg = config(LockKind::Rwsem, None);
+    cfg.limits.max_request_len = three_gib;
+    let srv = start(cfg).await;
+    within("stop", srv.stop()).await.unwrap();
+    // The defaults are fine.
+    let srv = start(config(LockKind::Rwsem, Some(dir.path()))).await;
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// A stream of short-lived keys cannot outrun the reclaiming: here the background sweep is
+/// as good as off (one pass an hour), and the writes alone keep the dead keys bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_ttl_stream_keeps_memory_bounded() {
+    let mut cfg = config(LockKind::Rwsem, None);
+    cfg.sweep_interval = Duration::from_secs(3600);
+    let srv = start(cfg).await;
+    let mut c = connect(srv.addr).await;
+    for batch in 0..30 {
+        let mut p = redis::pipe();
+        for i in 0..1000 {
+            p.cmd("SET")
+                .arg(format!("t:{batch}:{i}"))
+                .arg("v")
+                .arg("PX")
+                .arg(1)
+                .ignore();
+        }
+        let () = within("stream", p.query_async(&mut c)).await.unwrap();
+    }
+    // DBSIZE counts entries still in memory, expired or not.
+    let n: i64 = cmd(&mut c, &["DBSIZE"]).await.unwrap();
+    assert!(
+        n < 3000,
+        "{n} of 30000 one-millisecond keys still in memory"
+    );
+    let info: String = cmd(&mut c, &["INFO", "stats"]).await.unwrap();
+    assert!(!info.contains("expired_keys:0\r"), "{info}");
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// The background sweep is adaptive: a pass says whether due keys remain, and passes go on
+/// until none do (it used to stop at 1000 keys per shard per tick).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_passes_continue_while_keys_are_due() {
+    use crate::store::{Expiry, SetOpts, Shard, Store};
+    let (store, _) = Store::<lock::RwsemLock<Shard>>::open(2, None).unwrap();
+    // Far enough ahead that none is due while they are written (writes reclaim due keys too).
+    let at = store::now_ms() + 1000;
+    let opts = SetOpts {
+        expiry: Expiry::At(at),
+        nx: false,
+        xx: false,
+        get: false,
+    };
+    let mut seq = 0;
+    for i in 0..10_000 {
+        store
+            .set(format!("k{i}").as_bytes(), b"v".to_vec(), opts, &mut seq)
+            .await
+            .unwrap();
+    }
+    assert!(store::now_ms() < at, "the writes took a second");
+    assert_eq!(store.expired_keys(), 0);
+    while store::now_ms() <= at + 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (first, more) = store.sweep(1000).await;
+    assert!(more, "a pass of 1000 per shard cannot remove 10000 keys");
+    assert!(first >= 1000);
+    let mut total = first;
+    loop {
+        let (n, more) = store.sweep(1000).await;
+        total += n;
+        if !more {
+            break;
+        }
+    }
+    assert_eq!(total, 10_000);
+    assert_eq!(store.expired_keys(), 10_000);
+    assert_eq!(store.dbsize().await, 0);
+}
+
+/// Group commit: a pipeline of writes read in one go is logged with one batch write (one
+/// `write(2)`), not one per command; with several connections writing at once, batches still
+/// cover many records each; and every acknowledged record is in the log, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_writes_share_one_batch() {
+    let info_field = |info: &str, name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("INFO lacks {name}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    for fsync in [Fsync::Everysec, Fsync::Always] {
+        let dir = TempDir::new("batch");
+        let mut cfg = config(LockKind::Rwsem, Some(dir.path()));
+        cfg.persistence.as_mut().unwrap().fsync = fsync;
+        let srv = start(cfg.clone()).await;
+        let mut c = connect(srv.addr).await;
+        let info: String = cmd(&mut c, &["INFO", "persistence"]).await.unwrap();
+        let batches0 = info_field(&info, "aof_batches_written");
+
+        // 100 SETs in one write on a raw socket: one read, one batch (a second one if the read
+        // happens to be split).
+        let mut req = Vec::new();
+        for i in 0..100 {
+            let k = format!("p{i:03}");
+            req.extend_from_slice(
+                format!("*3\r\n$3\r\nSET\r\n$4\r\n{k}\r\n$1\r\nv\r\n").as_bytes(),
+            );
+        }
+        req.extend_from_slice(b"QUIT\r\n");
+        let got = raw(srv.addr, &req, false).await;
+        assert_eq!(got, b"+OK\r\n".repeat(101));
+        let info: String = cmd(&mut c, &["INFO", "persistence"]).await.unwrap();
+        let batches = info_field(&info, "aof_batches_written") - batches0;
+        assert!(
+            (1..=2).contains(&batches),
+            "{fsync:?}: {batches} batches for one pipeline"
+        );
+
+        // Many connections at once: fewer batches than records.
+        let addr = srv.addr;
+        let tasks: Vec<_> = (0..8)
+            .map(|w| {
+                tokio::spawn(async move {
+                    let mut c = connect(addr).await;
+                    for round in 0..10 {
+                        let mut p = redis::pipe();
+                        for i in 0..50 {
+                            p.cmd("SET")
+                                .arg(format!("w{w}:{round}:{i}"))
+                                .arg(i)
+                                .ignore();
+                        }
+                        let () = within("pipe", p.query_async(&mut c)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            within("writer", t).await.unwrap();
+        }
+        let info: String = cmd(&mut c, &["INFO", "persistence"]).await.unwrap();
+        let records = info_field(&info, "aof_records_written");
+        let batches = info_field(&info, "aof_batches_written");
+        assert_eq!(records, 100 + 8 * 10 * 50);
+        assert!(
+            batches <= records / 10,
+            "{fsync:?}: {batches} batches, {records} records"
+        );
+        if fsync == Fsync::Always {
+            assert_eq!(
+                info_field(&info, "aof_fsyncs"),
+                batches,
+                "one fsync per batch"
+            );
+        }
+        drop(c);
+        within("stop", srv.stop()).await.unwrap();
+        let report = aof::load(dir.path(), |_| {}).unwrap();
+        assert_eq!(report.log_records, records);
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    }
+}

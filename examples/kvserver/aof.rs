@@ -18,11 +18,16 @@
 //! LE` unix milliseconds (0: no expiry). Writes are logged with absolute expiry times, so
 //! replay needs no clock of its own: a key whose time has passed is simply dropped.
 //!
-//! # Writing
-//! The store builds each record whole and hands it to [`Log::append`] while it holds the
-//! shard's write lock; `append` takes the log's own async mutex and issues one `write_all`
-//! (plus an `fsync` under `--appendfsync always`). A failed write is cut back off the file so a
-//! partial record never stays behind; if even that fails the log refuses further writes.
+//! # Writing: group commit
+//! A write command encodes its record straight into the log's current batch with
+//! [`Log::append`], inside its write critical section and before it changes the shard (so the
+//! order of the records is the order of the critical sections, and a refused append changes
+//! nothing). Before the connection replies it calls [`Log::wait`]: the first waiter takes the
+//! whole batch and writes it with one `write(2)` (plus one `fsync` under `--appendfsync
+//! always`), the others wait for that write. A batch that fails is cut back off the file (no
+//! partial record stays), every command in it and after it gets an error reply, and the log
+//! refuses writes until the server is restarted (memory holds changes the log does not). A
+//! failed everysec `fsync` refuses writes until a later one succeeds.
 //!
 //! # Rewriting (`SAVE`)
 //! See [`Log::begin_rewrite`]: while a snapshot is taken shard by shard, writes to shards already
@@ -39,11 +44,11 @@ use tokio::io::AsyncWriteExt;
 
 const AOF_MAGIC: &[u8; 8] = b"KVAOF001";
 const SNAP_MAGIC: &[u8; 8] = b"KVSNAP01";
-const FILE_HEADER: usize = 16;
+pub const FILE_HEADER: usize = 16;
 const REC_HEADER: usize = 12;
 /// No record may claim more than this (a damaged length is caught before this check, this is a
 /// second line of defence against allocating absurd sizes).
-const MAX_RECORD: usize = 1 << 31;
+pub const MAX_RECORD: usize = 1 << 31;
 
 pub const AOF_NAME: &str = "appendonly.aof";
 
@@ -56,7 +61,7 @@ const OP_END: u8 = 5;
 /// When the log is fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Fsync {
-    /// After every write, before the reply (and inside the write critical section).
+    /// Once per batch, before the replies of the commands in it.
     Always,
     /// Once a second, from a background task.
     Everysec,
@@ -67,12 +72,10 @@ pub enum Fsync {
 /// How a record reaches the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogIo {
-    /// `write(2)` on a `std::fs::File` right from the task: appends to the page cache are
-    /// short, as in Redis' own event loop. The lock is still held across the `.await` on the
-    /// log mutex (and, under `always`, on the fsync).
+    /// The batch's `write(2)` right from the task that writes it, as Redis' event loop does
+    /// (under `always`, the write and the fsync run in tokio's blocking pool).
     Direct,
-    /// `tokio::fs::File::write_all` + `flush`: every record is a round trip through tokio's
-    /// blocking pool, so the write lock is held across a real suspension.
+    /// The batch's write in tokio's blocking pool, always (a round trip per batch).
     TokioFs,
 }
 
@@ -92,70 +95,99 @@ pub enum Op<'a> {
     End(u64),
 }
 
-/// Builds one framed record.
-struct Rec(Vec<u8>);
+/// Appends one framed record to `out`: the header is reserved first and filled in by
+/// [`RecBuf::finish`], so a record is encoded straight into a log batch, with no copy.
+struct RecBuf<'a> {
+    out: &'a mut Vec<u8>,
+    start: usize,
+}
 
-impl Rec {
-    fn new(op: u8, size_hint: usize) -> Rec {
-        let mut v = Vec::with_capacity(REC_HEADER + 1 + size_hint);
-        v.extend_from_slice(&[0; REC_HEADER]);
-        v.push(op);
-        Rec(v)
+impl<'a> RecBuf<'a> {
+    fn begin(out: &'a mut Vec<u8>, op: u8) -> RecBuf<'a> {
+        let start = out.len();
+        out.extend_from_slice(&[0; REC_HEADER]);
+        out.push(op);
+        RecBuf { out, start }
     }
-    fn bytes(mut self, b: &[u8]) -> Rec {
-        self.0.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        self.0.extend_from_slice(b);
+    fn bytes(self, b: &[u8]) -> Self {
+        self.out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        self.out.extend_from_slice(b);
         self
     }
-    fn u32(mut self, v: u32) -> Rec {
-        self.0.extend_from_slice(&v.to_le_bytes());
+    fn u32(self, v: u32) -> Self {
+        self.out.extend_from_slice(&v.to_le_bytes());
         self
     }
-    fn u64(mut self, v: u64) -> Rec {
-        self.0.extend_from_slice(&v.to_le_bytes());
+    fn u64(self, v: u64) -> Self {
+        self.out.extend_from_slice(&v.to_le_bytes());
         self
     }
-    fn finish(mut self) -> Vec<u8> {
-        let len = (self.0.len() - REC_HEADER) as u32;
-        let crc = crc32fast::hash(&self.0[REC_HEADER..]);
-        self.0[0..4].copy_from_slice(&len.to_le_bytes());
-        self.0[4..8].copy_from_slice(&crc.to_le_bytes());
-        let hcrc = crc32fast::hash(&self.0[0..8]);
-        self.0[8..12].copy_from_slice(&hcrc.to_le_bytes());
-        self.0
+    fn finish(self) {
+        let s = self.start;
+        // A payload over 4 GiB would wrap here; `Log::append` refuses anything over
+        // MAX_RECORD before such a record could be written.
+        let len = (self.out.len() - s - REC_HEADER) as u32;
+        let crc = crc32fast::hash(&self.out[s + REC_HEADER..]);
+        self.out[s..s + 4].copy_from_slice(&len.to_le_bytes());
+        self.out[s + 4..s + 8].copy_from_slice(&crc.to_le_bytes());
+        let hcrc = crc32fast::hash(&self.out[s..s + 8]);
+        self.out[s + 8..s + 12].copy_from_slice(&hcrc.to_le_bytes());
     }
 }
 
-pub fn rec_set(key: &[u8], value: &[u8], expire_at: u64) -> Vec<u8> {
-    Rec::new(OP_SET, 16 + key.len() + value.len())
+pub fn put_set(out: &mut Vec<u8>, key: &[u8], value: &[u8], expire_at: u64) {
+    out.reserve(REC_HEADER + 17 + key.len() + value.len());
+    RecBuf::begin(out, OP_SET)
         .bytes(key)
         .bytes(value)
         .u64(expire_at)
         .finish()
 }
 
-pub fn rec_del<'a>(keys: impl ExactSizeIterator<Item = &'a [u8]>) -> Vec<u8> {
-    let mut r = Rec::new(OP_DEL, 64).u32(keys.len() as u32);
+pub fn put_del<'a>(out: &mut Vec<u8>, keys: impl ExactSizeIterator<Item = &'a [u8]>) {
+    let mut r = RecBuf::begin(out, OP_DEL).u32(keys.len() as u32);
     for k in keys {
         r = r.bytes(k);
     }
     r.finish()
 }
 
-pub fn rec_mset<'a>(pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>) -> Vec<u8> {
-    let mut r = Rec::new(OP_MSET, 64).u32(pairs.len() as u32);
+pub fn put_mset<'a>(out: &mut Vec<u8>, pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>) {
+    let mut r = RecBuf::begin(out, OP_MSET).u32(pairs.len() as u32);
     for (k, v) in pairs {
         r = r.bytes(k).bytes(v);
     }
     r.finish()
 }
 
-pub fn rec_flushall() -> Vec<u8> {
-    Rec::new(OP_FLUSHALL, 0).finish()
+pub fn put_flushall(out: &mut Vec<u8>) {
+    RecBuf::begin(out, OP_FLUSHALL).finish()
 }
 
-fn rec_end(count: u64) -> Vec<u8> {
-    Rec::new(OP_END, 8).u64(count).finish()
+fn put_end(out: &mut Vec<u8>, count: u64) {
+    RecBuf::begin(out, OP_END).u64(count).finish()
+}
+
+/// One `SET` record on its own (tests and tools).
+#[allow(dead_code)] // used by the tests
+pub fn rec_set(key: &[u8], value: &[u8], expire_at: u64) -> Vec<u8> {
+    let mut v = Vec::new();
+    put_set(&mut v, key, value, expire_at);
+    v
+}
+
+/// The most a request may hold (all its arguments, and how many) for its log record to stay
+/// under the record limit that replay enforces; checked when the server starts.
+pub fn check_request_limits(max_request_len: usize, max_array_len: usize) -> Result<(), String> {
+    // payload: op byte, a count, a length prefix per argument, a deadline
+    let worst = (max_request_len as u128) + 4 * (max_array_len as u128) + 64;
+    if worst > MAX_RECORD as u128 {
+        return Err(format!(
+            "--max-request-len {max_request_len} with --max-array-len {max_array_len} allows requests whose log record would exceed the log's {} byte record limit (replay would refuse it); lower them",
+            MAX_RECORD
+        ));
+    }
+    Ok(())
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -406,83 +438,83 @@ pub fn load(dir: &Path, mut apply: impl FnMut(Op<'_>)) -> Result<LoadReport, Str
     Ok(report)
 }
 
-// ---- the live log ---------------------------------------------------------------------------
+// ---- the data directory lock ------------------------------------------------------------
 
-enum LogFile {
-    Direct(Arc<fs::File>),
-    Tokio {
-        file: tokio::fs::File,
-        sync: Arc<fs::File>,
-    },
+/// Name of the lock file in `--dir`.
+pub const LOCK_NAME: &str = "kvserver.lock";
+
+/// An exclusive `flock` on `--dir`, held as long as the server runs (the kernel drops it when
+/// the process dies, however it dies).
+pub struct DirLock {
+    _file: fs::File,
 }
 
-impl LogFile {
-    /// Opens `path` for appending.
-    fn open(path: &Path, io_mode: LogIo) -> io::Result<LogFile> {
-        let f = fs::OpenOptions::new().append(true).open(path)?;
-        Ok(match io_mode {
-            LogIo::Direct => LogFile::Direct(Arc::new(f)),
-            LogIo::TokioFs => {
-                let sync = Arc::new(f.try_clone()?);
-                LogFile::Tokio {
-                    file: tokio::fs::File::from_std(f),
-                    sync,
-                }
-            }
-        })
+/// Creates `dir` if needed and locks it, before anything in it is read or changed: a second
+/// server on the same directory stops here instead of replaying, truncating or deleting the
+/// files of the one that runs.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, String> {
+    use std::os::unix::io::AsRawFd;
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(LOCK_NAME);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a descriptor we own; no memory is involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            format!(
+                "{} is in use by another kvserver (locked: {}); each server needs its own --dir",
+                dir.display(),
+                path.display()
+            )
+        } else {
+            format!("cannot lock {}: {e}", path.display())
+        });
     }
-
-    /// One whole record, or an error (the caller cuts a partial write back off).
-    async fn write_record(&mut self, rec: &[u8]) -> io::Result<()> {
-        match self {
-            LogFile::Direct(f) => (&**f).write_all(rec),
-            LogFile::Tokio { file, .. } => {
-                file.write_all(rec).await?;
-                file.flush().await
-            }
-        }
-    }
-
-    fn sync_handle(&self) -> Arc<fs::File> {
-        match self {
-            LogFile::Direct(f) => f.clone(),
-            LogFile::Tokio { sync, .. } => sync.clone(),
-        }
-    }
-
-    async fn sync(&mut self) -> io::Result<()> {
-        match self {
-            LogFile::Tokio { file, .. } => file.sync_data().await,
-            LogFile::Direct(f) => {
-                let f = f.clone();
-                tokio::task::spawn_blocking(move || f.sync_data())
-                    .await
-                    .map_err(io::Error::other)?
-            }
-        }
-    }
-
-    async fn truncate(&mut self, len: u64) -> io::Result<()> {
-        match self {
-            LogFile::Direct(f) => f.set_len(len),
-            LogFile::Tokio { file, .. } => file.set_len(len).await,
-        }
-    }
+    Ok(DirLock { _file: file })
 }
 
-struct Rewrite {
-    epoch: u64,
-    file: LogFile,
-    len: u64,
-    failed: Option<String>,
+// ---- the live log: group commit ------------------------------------------------------------
+
+/// Records appended inside write critical sections and not yet handed to the file.
+struct Pending {
+    /// Whole records, in the order of the critical sections that appended them.
+    buf: Vec<u8>,
+    /// While a `SAVE` runs: the parts of the same records that belong in the new log.
+    rewrite: Vec<u8>,
+    /// `Some(epoch)` while a `SAVE` runs.
+    rewrite_epoch: Option<u64>,
+    /// Sequence number of the last record appended (records are numbered from 1).
+    seq: u64,
+    /// A batch failed: every later write is refused until the server is restarted (memory
+    /// holds changes that the log does not).
+    broken: Option<String>,
+    /// An fsync (of the log, or of the directory after a `SAVE`) failed: writes are refused
+    /// until a retry succeeds, as Redis does.
+    sync_error: Option<String>,
+    /// The directory still needs an fsync to make the last `SAVE`'s renames durable.
+    dir_unsynced: bool,
 }
 
-struct State {
-    file: LogFile,
+/// The file side, held by the one task that writes a batch.
+struct Writer {
+    file: Arc<fs::File>,
     len: u64,
     base: u64,
-    broken: Option<String>,
-    rewrite: Option<Rewrite>,
+    rewrite: Option<RewriteFile>,
+    /// An empty buffer kept for the next batch swap.
+    spare: Vec<u8>,
+}
+
+struct RewriteFile {
+    file: Arc<fs::File>,
+    len: u64,
+    failed: Option<String>,
 }
 
 /// Counters for `INFO`.
@@ -490,18 +522,48 @@ struct State {
 pub struct LogStats {
     pub records: AtomicU64,
     pub bytes: AtomicU64,
+    pub batches: AtomicU64,
     pub fsyncs: AtomicU64,
     pub rewrites: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub fsync_errors: AtomicU64,
 }
 
-/// The append-only log the server writes while it runs.
-pub struct Log {
+struct Inner {
     dir: PathBuf,
     fsync: Fsync,
     io_mode: LogIo,
-    state: tokio::sync::Mutex<State>,
+    pending: std::sync::Mutex<Pending>,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
+    /// Last sequence number appended / written (under `always`: fsynced) / failed from.
+    appended: AtomicU64,
+    durable: AtomicU64,
+    failed_from: AtomicU64,
+    /// Woken after each batch (and whenever the writer is released).
+    flushed: tokio::sync::Notify,
     next_epoch: AtomicU64,
-    pub stats: LogStats,
+    stats: LogStats,
+    _lock: DirLock,
+}
+
+/// The append-only log the server writes while it runs, with group commit:
+///
+/// - [`Log::append`] is called inside a write critical section; it only encodes the record
+///   into the current batch (so the order of the records is the order of the critical
+///   sections) and returns the record's sequence number;
+/// - [`Log::wait`] is called by the connection before it replies: the first waiter takes the
+///   whole batch and writes it with one `write(2)` (and, under `always`, one `fsync`), the
+///   others wait for it; a failed batch is cut back off the file and fails every record in it
+///   and after it.
+pub struct Log {
+    inner: Arc<Inner>,
+}
+
+/// Why [`Log::wait`] failed: every record from `from` on is not in the log.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    pub from: u64,
+    pub msg: String,
 }
 
 /// Handed out by [`Log::begin_rewrite`]; the snapshot being written.
@@ -525,104 +587,344 @@ impl Snapshot {
     }
 }
 
+const NONE: u64 = u64::MAX;
+
+impl Inner {
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        // A panic while the lock is held cannot leave `Pending` half-updated in a way that
+        // matters more than the panic itself; carry on with the data.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check(&self, seq: u64) -> Option<Result<(), Failed>> {
+        if seq <= self.durable.load(Ordering::Acquire) {
+            return Some(Ok(()));
+        }
+        let from = self.failed_from.load(Ordering::Acquire);
+        if from != NONE && seq >= from {
+            let msg = self
+                .lock_pending()
+                .broken
+                .clone()
+                .unwrap_or_else(|| "append-only log write failed".into());
+            return Some(Err(Failed {
+                from,
+                msg: format!("IOERR {msg}; the write was not logged and the server refuses writes until it is restarted"),
+            }));
+        }
+        None
+    }
+
+    /// Marks everything after the last durable record as failed and refuses further writes.
+    fn fail(&self, p: &mut Pending, msg: String) {
+        if p.broken.is_none() {
+            p.broken = Some(msg);
+        }
+        p.buf.clear();
+        p.rewrite.clear();
+        let from = self.durable.load(Ordering::Acquire) + 1;
+        let _ = self
+            .failed_from
+            .compare_exchange(NONE, from, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Writes the current batch (one `write(2)`, plus one `fsync` under `always`). Called with
+    /// the writer held; never suspends, so the caller can run it inline or in the blocking pool.
+    fn write_batch(&self, w: &mut Writer) {
+        let (mut buf, rewrite, upto) = {
+            let mut p = self.lock_pending();
+            if p.broken.is_some() {
+                p.buf.clear();
+                p.rewrite.clear();
+                return;
+            }
+            if p.seq <= self.durable.load(Ordering::Acquire) {
+                return;
+            }
+            let buf = std::mem::replace(&mut p.buf, std::mem::take(&mut w.spare));
+            let rewrite = std::mem::take(&mut p.rewrite);
+            (buf, rewrite, p.seq)
+        };
+        let old_len = w.len;
+        let mut res = (&*w.file).write_all(&buf).map_err(|e| {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            format!("append-only log write failed: {e}")
+        });
+        if res.is_ok() && self.fsync == Fsync::Always {
+            res = w.file.sync_data().map_err(|e| {
+                self.stats.fsync_errors.fetch_add(1, Ordering::Relaxed);
+                format!("append-only log fsync failed: {e}")
+            });
+            if res.is_ok() {
+                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if let Err(msg) = res {
+            // No partial batch stays behind: cut the file back to where the batch began.
+            // (After a failed fsync the pages may or may not reach the disk; cutting them
+            // off means a restart never shows a write whose client got an error.)
+            let msg = match w.file.set_len(old_len).and_then(|_| w.file.sync_data()) {
+                Ok(()) => msg,
+                Err(e2) => format!("{msg}; cutting the batch back off the file failed too: {e2}"),
+            };
+            let mut p = self.lock_pending();
+            self.fail(&mut p, msg);
+            return;
+        }
+        w.len += buf.len() as u64;
+        if let Some(rw) = w.rewrite.as_mut() {
+            if rw.failed.is_none() && !rewrite.is_empty() {
+                match (&*rw.file).write_all(&rewrite) {
+                    Ok(()) => rw.len += rewrite.len() as u64,
+                    Err(e) => rw.failed = Some(format!("rewrite log write failed: {e}")),
+                }
+            }
+        }
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.durable.store(upto, Ordering::Release);
+        buf.clear();
+        if buf.capacity() <= 1 << 20 {
+            w.spare = buf;
+        }
+    }
+}
+
+/// The writer, released before the waiters are woken (a woken waiter may have to write the
+/// next batch itself, so it must find the writer free).
+struct Held {
+    guard: Option<tokio::sync::OwnedMutexGuard<Writer>>,
+    inner: Arc<Inner>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.inner.flushed.notify_waiters();
+    }
+}
+
+impl std::ops::Deref for Held {
+    type Target = Writer;
+    fn deref(&self) -> &Writer {
+        self.guard.as_ref().unwrap()
+    }
+}
+
+impl std::ops::DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut Writer {
+        self.guard.as_mut().unwrap()
+    }
+}
+
 impl Log {
-    /// Opens the log that [`load`] just replayed.
-    pub fn open(dir: &Path, base: u64, fsync: Fsync, io_mode: LogIo) -> Result<Log, String> {
+    /// Opens the log that [`load`] just replayed; `lock` is the directory's lock, held as long
+    /// as the log lives.
+    pub fn open(
+        dir: &Path,
+        base: u64,
+        fsync: Fsync,
+        io_mode: LogIo,
+        lock: DirLock,
+    ) -> Result<Log, String> {
         let path = dir.join(AOF_NAME);
-        let file = LogFile::open(&path, io_mode)
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        let len = fs::metadata(&path)
+        let len = file
+            .metadata()
             .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
             .len();
         Ok(Log {
-            dir: dir.to_path_buf(),
-            fsync,
-            io_mode,
-            state: tokio::sync::Mutex::new(State {
-                file,
-                len,
-                base,
-                broken: None,
-                rewrite: None,
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                fsync,
+                io_mode,
+                pending: std::sync::Mutex::new(Pending {
+                    buf: Vec::new(),
+                    rewrite: Vec::new(),
+                    rewrite_epoch: None,
+                    seq: 0,
+                    broken: None,
+                    sync_error: None,
+                    dir_unsynced: false,
+                }),
+                writer: Arc::new(tokio::sync::Mutex::new(Writer {
+                    file: Arc::new(file),
+                    len,
+                    base,
+                    rewrite: None,
+                    spare: Vec::new(),
+                })),
+                appended: AtomicU64::new(0),
+                durable: AtomicU64::new(0),
+                failed_from: AtomicU64::new(NONE),
+                flushed: tokio::sync::Notify::new(),
+                next_epoch: AtomicU64::new(base + 1),
+                stats: LogStats::default(),
+                _lock: lock,
             }),
-            next_epoch: AtomicU64::new(base + 1),
-            stats: LogStats::default(),
         })
     }
 
     pub fn fsync_policy(&self) -> Fsync {
-        self.fsync
+        self.inner.fsync
     }
 
-    /// Appends one whole record. Called with the write lock(s) of the shards it touches held.
-    ///
-    /// `for_rewrite` is asked, only while a `SAVE` is under way, for the part of the record
-    /// that belongs in the new log (the keys of shards already snapshotted), given the epoch.
-    pub async fn append(
+    pub fn stats(&self) -> &LogStats {
+        &self.inner.stats
+    }
+
+    /// Appends one record to the current batch; called inside the write critical section of
+    /// every shard the record touches, *before* the change is applied (an error means: change
+    /// nothing). `rec` encodes the whole record; `rewrite`, asked only while a `SAVE` runs,
+    /// encodes the part that belongs in the new log (the keys of shards already snapshotted in
+    /// that epoch), or nothing. Returns the record's sequence number for [`Log::wait`].
+    pub fn append(
         &self,
-        rec: &[u8],
-        for_rewrite: impl FnOnce(u64) -> Option<Vec<u8>>,
-    ) -> Result<(), String> {
-        let mut st = self.state.lock().await;
-        let st = &mut *st;
-        if let Some(e) = &st.broken {
-            return Err(format!("MISCONF the append-only log is unusable: {e}"));
+        rec: impl FnOnce(&mut Vec<u8>),
+        rewrite: impl FnOnce(u64, &mut Vec<u8>),
+    ) -> Result<u64, String> {
+        let mut guard = self.inner.lock_pending();
+        let p = &mut *guard;
+        if let Some(e) = &p.broken {
+            return Err(format!(
+                "MISCONF the append-only log failed ({e}); writes are refused until the server is restarted"
+            ));
         }
-        if let Err(e) = st.file.write_record(rec).await {
-            // Never leave a partial record behind.
-            if let Err(e2) = st.file.truncate(st.len).await {
-                st.broken = Some(format!(
-                    "write failed ({e}) and could not be cut back ({e2})"
-                ));
+        if let Some(e) = &p.sync_error {
+            return Err(format!(
+                "MISCONF Errors writing to the AOF file: {e}; writes are refused until an fsync succeeds"
+            ));
+        }
+        let start = p.buf.len();
+        rec(&mut p.buf);
+        if p.buf.len() - start - REC_HEADER > MAX_RECORD {
+            p.buf.truncate(start);
+            return Err(format!(
+                "ERR the command's log record would exceed the {MAX_RECORD} byte record limit"
+            ));
+        }
+        if let Some(epoch) = p.rewrite_epoch {
+            rewrite(epoch, &mut p.rewrite);
+        }
+        p.seq += 1;
+        self.inner.appended.store(p.seq, Ordering::Release);
+        self.inner.stats.records.fetch_add(1, Ordering::Relaxed);
+        Ok(p.seq)
+    }
+
+    /// The sequence number of the last record appended so far.
+    pub fn last_seq(&self) -> u64 {
+        self.inner.appended.load(Ordering::Acquire)
+    }
+
+    /// Waits until record `seq` (and every one before it) is in the file (under `always`: on
+    /// disk), writing the batch itself if no one else is.
+    pub async fn wait(&self, seq: u64) -> Result<(), Failed> {
+        let inner = &self.inner;
+        // Fast path (reads, and writes already covered by another task's batch): no waiter
+        // registration, just two atomic loads.
+        if let Some(r) = inner.check(seq) {
+            return r;
+        }
+        loop {
+            let notified = inner.flushed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(r) = inner.check(seq) {
+                return r;
             }
-            return Err(format!("IOERR append-only log write failed: {e}"));
+            match inner.writer.clone().try_lock_owned() {
+                Ok(guard) => self.flush(guard).await,
+                Err(_) => notified.await,
+            }
         }
-        st.len += rec.len() as u64;
-        if let Some(rw) = st.rewrite.as_mut() {
-            if rw.failed.is_none() {
-                if let Some(part) = for_rewrite(rw.epoch) {
-                    match rw.file.write_record(&part).await {
-                        Ok(()) => rw.len += part.len() as u64,
-                        Err(e) => rw.failed = Some(format!("rewrite log write failed: {e}")),
-                    }
+    }
+
+    /// Writes the current batch with the writer held. Cancel-safe: a dropped caller cannot
+    /// leave a batch half handled, because nothing here suspends between taking the batch and
+    /// publishing its outcome (inline), or all of it runs in the blocking pool (fsync, tokio-fs).
+    async fn flush(&self, guard: tokio::sync::OwnedMutexGuard<Writer>) {
+        let mut held = Held {
+            guard: Some(guard),
+            inner: self.inner.clone(),
+        };
+        if self.inner.io_mode == LogIo::Direct && self.inner.fsync != Fsync::Always {
+            let inner = self.inner.clone();
+            inner.write_batch(&mut held);
+        } else {
+            let _ = tokio::task::spawn_blocking(move || {
+                let inner = held.inner.clone();
+                inner.write_batch(&mut held);
+                drop(held);
+            })
+            .await;
+        }
+    }
+
+    /// Writes every pending record, then fsyncs the log (and the directory if a `SAVE` left it
+    /// unsynced). The everysec timer and shutdown call this; on success it clears an earlier
+    /// fsync error, on failure it sets one (writes are refused meanwhile).
+    pub async fn sync(&self) -> Result<(), String> {
+        let inner = &self.inner;
+        let _ = self.wait(self.last_seq()).await;
+        let (file, dir_unsynced) = {
+            let held = Held {
+                guard: Some(inner.writer.clone().lock_owned().await),
+                inner: inner.clone(),
+            };
+            (held.file.clone(), inner.lock_pending().dir_unsynced)
+        };
+        let dir = inner.dir.clone();
+        let res = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            file.sync_data()
+                .map_err(|e| format!("fsync of the append-only log failed: {e}"))?;
+            if dir_unsynced {
+                fsync_dir(&dir).map_err(|e| format!("fsync of {} failed: {e}", dir.display()))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        let mut p = inner.lock_pending();
+        match &res {
+            Ok(()) => {
+                inner.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                if dir_unsynced {
+                    p.dir_unsynced = false;
+                }
+                // A SAVE may have left the directory unsynced while this ran: its error stays
+                // until a pass that synced the directory succeeds.
+                if !p.dir_unsynced {
+                    p.sync_error = None;
                 }
             }
+            Err(e) => {
+                inner.stats.fsync_errors.fetch_add(1, Ordering::Relaxed);
+                p.sync_error = Some(e.clone());
+            }
         }
-        self.stats.records.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .bytes
-            .fetch_add(rec.len() as u64, Ordering::Relaxed);
-        if self.fsync == Fsync::Always {
-            st.file
-                .sync()
-                .await
-                .map_err(|e| format!("IOERR fsync failed: {e}"))?;
-            self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
+        res
     }
 
-    /// fsyncs the log (everysec timer, shutdown). Does not hold the log mutex during the fsync.
-    pub async fn sync(&self) -> Result<(), String> {
-        let handle = {
-            let mut st = self.state.lock().await;
-            if let LogFile::Tokio { file, .. } = &mut st.file {
-                file.flush().await.map_err(|e| e.to_string())?;
-            }
-            st.file.sync_handle()
-        };
-        tokio::task::spawn_blocking(move || handle.sync_data())
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("fsync failed: {e}"))?;
-        self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+    /// Whether the timer task has something to retry (an fsync error, an unsynced directory).
+    pub fn needs_sync(&self) -> bool {
+        let p = self.inner.lock_pending();
+        p.sync_error.is_some() || p.dir_unsynced
     }
 
     /// Current size of the log file and the snapshot it builds on.
     pub async fn size_and_base(&self) -> (u64, u64) {
-        let st = self.state.lock().await;
-        (st.len, st.base)
+        let held = Held {
+            guard: Some(self.inner.writer.clone().lock_owned().await),
+            inner: self.inner.clone(),
+        };
+        (held.len, held.base)
     }
 
     /// Starts a `SAVE`: creates the new log (based on the new snapshot) and the snapshot file.
@@ -630,26 +932,38 @@ impl Log {
     /// the new log. The caller must then snapshot every shard and call [`Log::finish_rewrite`]
     /// or [`Log::abort_rewrite`].
     pub async fn begin_rewrite(&self) -> Result<Snapshot, String> {
-        let mut st = self.state.lock().await;
-        if st.rewrite.is_some() {
+        let inner = &self.inner;
+        let mut held = Held {
+            guard: Some(inner.writer.clone().lock_owned().await),
+            inner: inner.clone(),
+        };
+        if held.rewrite.is_some() {
             return Err("ERR a SAVE is already in progress".into());
         }
-        let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed);
-        let tmp_log = self.dir.join(format!("{AOF_NAME}.tmp"));
-        let tmp_snap = self.dir.join(format!("{}.tmp", snapshot_name(epoch)));
+        if let Some(e) = &inner.lock_pending().broken {
+            return Err(format!("MISCONF the append-only log failed ({e})"));
+        }
+        let epoch = inner.next_epoch.fetch_add(1, Ordering::Relaxed);
+        let tmp_log = inner.dir.join(format!("{AOF_NAME}.tmp"));
+        let tmp_snap = inner.dir.join(format!("{}.tmp", snapshot_name(epoch)));
         let io_err = |e: io::Error| format!("ERR cannot start SAVE: {e}");
         fs::write(&tmp_log, file_header(AOF_MAGIC, epoch)).map_err(io_err)?;
-        let file = LogFile::open(&tmp_log, self.io_mode).map_err(io_err)?;
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .open(&tmp_log)
+            .map_err(io_err)?;
         let mut snap = tokio::fs::File::create(&tmp_snap).await.map_err(io_err)?;
         snap.write_all(&file_header(SNAP_MAGIC, epoch))
             .await
             .map_err(io_err)?;
-        st.rewrite = Some(Rewrite {
-            epoch,
-            file,
+        held.rewrite = Some(RewriteFile {
+            file: Arc::new(file),
             len: FILE_HEADER as u64,
             failed: None,
         });
+        let mut p = inner.lock_pending();
+        p.rewrite_epoch = Some(epoch);
+        p.rewrite.clear();
         Ok(Snapshot {
             epoch,
             file: snap,
@@ -659,63 +973,149 @@ impl Log {
     }
 
     /// Completes a `SAVE` once every shard is in the snapshot: makes the snapshot durable, then
-    /// atomically replaces the log with the new one.
+    /// atomically replaces the log with the new one (the rename is the commit point).
+    ///
+    /// Before the commit point any error aborts the `SAVE` (the old log got every record all
+    /// along). After it the new log *is* the log whatever happens next: a failed directory
+    /// fsync is reported, and writes are refused until a retry of it succeeds.
     pub async fn finish_rewrite(&self, mut snap: Snapshot) -> Result<u64, String> {
         let res: io::Result<()> = async {
-            snap.file.write_all(&rec_end(snap.keys)).await?;
+            let mut end = Vec::new();
+            put_end(&mut end, snap.keys);
+            snap.file.write_all(&end).await?;
             snap.file.flush().await?;
             snap.file.sync_all().await
         }
         .await;
-        let res = res.map_err(|e| format!("ERR snapshot write failed: {e}"));
         if let Err(e) = res {
             self.abort_rewrite(&snap).await;
-            return Err(e);
+            return Err(format!("ERR snapshot write failed: {e}"));
         }
-        let mut st = self.state.lock().await;
-        let Some(mut rw) = st.rewrite.take() else {
-            return Err("ERR no SAVE in progress".into());
-        };
-        let committed: Result<(), String> = async {
-            if let Some(e) = &rw.failed {
-                return Err(format!("ERR {e}"));
-            }
-            rw.file.sync().await.map_err(|e| format!("ERR {e}"))?;
-            let final_snap = self.dir.join(snapshot_name(rw.epoch));
-            fs::rename(&snap.tmp, &final_snap).map_err(|e| format!("ERR {e}"))?;
-            fsync_dir(&self.dir).map_err(|e| format!("ERR {e}"))?;
-            // The commit point: from here on the log names the new snapshot.
-            fs::rename(
-                self.dir.join(format!("{AOF_NAME}.tmp")),
-                self.dir.join(AOF_NAME),
-            )
-            .map_err(|e| format!("ERR {e}"))?;
-            fsync_dir(&self.dir).map_err(|e| format!("ERR {e}"))?;
-            Ok(())
-        }
-        .await;
-        if let Err(e) = committed {
-            drop(st);
+        // Every record whose change the snapshot holds was appended by now: it must be in the
+        // old log (and its part in the new one) before the new log may replace it, or a write
+        // that failed could come back through the snapshot.
+        if let Err(f) = self.wait(self.last_seq()).await {
             self.abort_rewrite(&snap).await;
-            return Err(e);
+            return Err(f.msg);
         }
-        let old_base = st.base;
-        st.file = rw.file;
-        st.len = rw.len;
-        st.base = rw.epoch;
-        drop(st);
-        if old_base != 0 {
-            let _ = fs::remove_file(self.dir.join(snapshot_name(old_base)));
+        let inner = self.inner.clone();
+        let held = Held {
+            guard: Some(inner.writer.clone().lock_owned().await),
+            inner: inner.clone(),
+        };
+        let tmp = snap.tmp.clone();
+        let epoch = snap.epoch;
+        let committed = tokio::task::spawn_blocking(move || {
+            let mut held = held;
+            inner.commit_rewrite(&mut held, &tmp, epoch)
+        })
+        .await
+        .unwrap_or_else(|e| Err((false, format!("ERR SAVE failed: {e}"))));
+        match committed {
+            Ok(()) => {
+                self.inner.stats.rewrites.fetch_add(1, Ordering::Relaxed);
+                Ok(snap.keys)
+            }
+            Err((true, e)) => {
+                self.inner.stats.rewrites.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+            Err((false, e)) => {
+                self.abort_rewrite(&snap).await;
+                Err(e)
+            }
         }
-        self.stats.rewrites.fetch_add(1, Ordering::Relaxed);
-        Ok(snap.keys)
     }
 
     /// Gives up a `SAVE`: the old log stays authoritative (it got every write all along).
     pub async fn abort_rewrite(&self, snap: &Snapshot) {
-        self.state.lock().await.rewrite = None;
+        let inner = &self.inner;
+        let mut held = Held {
+            guard: Some(inner.writer.clone().lock_owned().await),
+            inner: inner.clone(),
+        };
+        held.rewrite = None;
+        {
+            let mut p = inner.lock_pending();
+            p.rewrite_epoch = None;
+            p.rewrite.clear();
+        }
+        drop(held);
         let _ = fs::remove_file(&snap.tmp);
-        let _ = fs::remove_file(self.dir.join(format!("{AOF_NAME}.tmp")));
+        let _ = fs::remove_file(inner.dir.join(snapshot_name(snap.epoch)));
+        let _ = fs::remove_file(inner.dir.join(format!("{AOF_NAME}.tmp")));
+    }
+}
+
+impl Inner {
+    /// The file work of [`Log::finish_rewrite`], with the writer held (no batch is written
+    /// meanwhile; appends go on into the pending batch). `Err((committed, message))`.
+    fn commit_rewrite(
+        &self,
+        w: &mut Writer,
+        snap_tmp: &Path,
+        epoch: u64,
+    ) -> Result<(), (bool, String)> {
+        let abort = |e: String| Err((false, e));
+        let Some(rw) = w.rewrite.as_ref() else {
+            return abort("ERR no SAVE in progress".into());
+        };
+        if let Some(e) = &rw.failed {
+            return abort(format!("ERR {e}"));
+        }
+        if let Err(e) = rw.file.sync_data() {
+            return abort(format!("ERR fsync of the new log failed: {e}"));
+        }
+        let final_snap = self.dir.join(snapshot_name(epoch));
+        if let Err(e) = fs::rename(snap_tmp, &final_snap) {
+            return abort(format!("ERR {e}"));
+        }
+        if let Err(e) = fsync_dir(&self.dir) {
+            return abort(format!("ERR fsync of {} failed: {e}", self.dir.display()));
+        }
+        if let Err(e) = fs::rename(
+            self.dir.join(format!("{AOF_NAME}.tmp")),
+            self.dir.join(AOF_NAME),
+        ) {
+            return abort(format!("ERR {e}"));
+        }
+        // The commit point: the name now points at the new log, which builds on the new
+        // snapshot. Switch to it, whatever fails below.
+        let rw = w.rewrite.take().expect("checked above");
+        {
+            let mut p = self.lock_pending();
+            // The records not written yet go to the new log only, as their new-log parts.
+            p.buf = std::mem::take(&mut p.rewrite);
+            p.rewrite_epoch = None;
+            p.dir_unsynced = true;
+        }
+        let old_base = w.base;
+        w.file = rw.file;
+        w.len = rw.len;
+        w.base = epoch;
+        match fsync_dir(&self.dir) {
+            Ok(()) => {
+                self.lock_pending().dir_unsynced = false;
+                if old_base != 0 {
+                    let _ = fs::remove_file(self.dir.join(snapshot_name(old_base)));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // Until the rename is durable the old snapshot stays (a crash could bring the
+                // old log's name back), and no write is acknowledged.
+                let msg = format!(
+                    "the new log is in place but fsync of {} failed: {e}",
+                    self.dir.display()
+                );
+                self.stats.fsync_errors.fetch_add(1, Ordering::Relaxed);
+                self.lock_pending().sync_error = Some(msg.clone());
+                Err((
+                    true,
+                    format!("ERR SAVE: {msg}; writes are refused until a retry succeeds"),
+                ))
+            }
+        }
     }
 }
 
@@ -726,10 +1126,11 @@ mod tests {
     #[test]
     fn roundtrip() {
         let mut data = file_header(AOF_MAGIC, 0).to_vec();
-        data.extend(rec_set(b"k", b"v", 7));
-        data.extend(rec_del([&b"a"[..], b"b"].into_iter()));
-        data.extend(rec_mset([(&b"x"[..], &b"1"[..])].into_iter()));
-        data.extend(rec_flushall());
+        put_set(&mut data, b"k", b"v", 7);
+        put_del(&mut data, [&b"a"[..], b"b"].into_iter());
+        put_mset(&mut data, [(&b"x"[..], &b"1"[..])].into_iter());
+        let before_last = data.len();
+        put_flushall(&mut data);
         let mut ops = Vec::new();
         let end = read_stream(&data, FILE_HEADER, Path::new("t"), |op| {
             ops.push(format!("{op:?}"));
@@ -739,7 +1140,7 @@ mod tests {
         assert_eq!(end, StreamEnd::Clean);
         assert_eq!(ops.len(), 4);
         // every cut inside the last record is a truncation, never an error
-        let last = data.len() - rec_flushall().len();
+        let last = before_last;
         for cut in last + 1..data.len() {
             let end = read_stream(&data[..cut], FILE_HEADER, Path::new("t"), |_| Ok(())).unwrap();
             assert_eq!(end, StreamEnd::Truncated(last));

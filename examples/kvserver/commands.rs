@@ -8,7 +8,7 @@ use crate::glob;
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::server::{fsync_name, Shared};
-use crate::store::{now_ms, Expiry, SetOpts, Shard};
+use crate::store::{now_ms, ExpireCond, Expiry, SetOpts, Shard};
 
 /// Whether the connection goes on after this command.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,7 +40,48 @@ fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
     );
 }
 
+/// Redis commands on the data types this server does not have (`redis-benchmark`'s default
+/// tests use several): they get an error that says so instead of "unknown command".
+const OTHER_TYPES: &[&[u8]] = &[
+    b"LPUSH",
+    b"RPUSH",
+    b"LPOP",
+    b"RPOP",
+    b"LRANGE",
+    b"LLEN",
+    b"LINDEX",
+    b"SADD",
+    b"SPOP",
+    b"SREM",
+    b"SMEMBERS",
+    b"SCARD",
+    b"HSET",
+    b"HGET",
+    b"HMSET",
+    b"HGETALL",
+    b"HDEL",
+    b"HINCRBY",
+    b"ZADD",
+    b"ZPOPMIN",
+    b"ZPOPMAX",
+    b"ZRANGE",
+    b"ZREM",
+    b"ZSCORE",
+    b"ZINCRBY",
+    b"XADD",
+];
+
 fn unknown(out: &mut Vec<u8>, args: &Args) {
+    let (name, len) = upper(&args[0]);
+    if OTHER_TYPES.contains(&&name[..len]) {
+        return resp::error(
+            out,
+            &format!(
+                "ERR unsupported command '{}': this server stores strings only (GET, SET, INCR, MSET, ...)",
+                String::from_utf8_lossy(&args[0]).to_lowercase()
+            ),
+        );
+    }
     let mut msg = format!(
         "ERR unknown command '{}', with args beginning with: ",
         String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
@@ -61,11 +102,14 @@ fn arity_ok(args: &Args, arity: isize) -> bool {
     }
 }
 
-/// Runs one request and appends its reply to `out`.
+/// Runs one request and appends its reply to `out`. A write sets `seq` to the sequence
+/// number of its log record: the connection must not send the reply before [`crate::aof::Log::wait`]
+/// says that record is written (and must replace the reply by an error if it failed).
 pub async fn execute<L: ShardLock<Shard>>(
     shared: &Shared<L>,
     args: Args,
     out: &mut Vec<u8>,
+    seq: &mut u64,
 ) -> Flow {
     let (name, len) = upper(&args[0]);
     let name = &name[..len];
@@ -89,6 +133,8 @@ pub async fn execute<L: ShardLock<Shard>>(
         b"CONFIG" => -2,
         b"QUIT" => -1,
         b"TTL" | b"PTTL" => 2,
+        b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => -3,
+        b"PERSIST" => 2,
         b"SELECT" => 2,
         b"CLIENT" => -2,
         b"COMMAND" => -1,
@@ -114,8 +160,8 @@ pub async fn execute<L: ShardLock<Shard>>(
             return Flow::Close;
         }
         b"GET" => store.get(&args[1], |v| resp::opt_bulk(out, v)).await,
-        b"SET" => set(shared, args, out).await,
-        b"DEL" => reply_int(out, store.del(&args[1..]).await),
+        b"SET" => set(shared, args, out, seq).await,
+        b"DEL" => reply_int(out, store.del(&args[1..], seq).await),
         b"EXISTS" => resp::integer(out, store.exists(&args[1..]).await),
         b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY" => {
             let delta = if args.len() == 3 {
@@ -140,7 +186,7 @@ pub async fn execute<L: ShardLock<Shard>>(
             } else {
                 delta
             };
-            reply_int(out, store.incr_by(&args[1], delta).await);
+            reply_int(out, store.incr_by(&args[1], delta, seq).await);
         }
         b"MGET" => {
             resp::array_header(out, args.len() - 1);
@@ -154,7 +200,7 @@ pub async fn execute<L: ShardLock<Shard>>(
             } else {
                 let mut args = args;
                 args.remove(0);
-                reply_ok(out, store.mset(args).await);
+                reply_ok(out, store.mset(args, seq).await);
             }
         }
         b"DBSIZE" => resp::integer(out, store.dbsize().await as i64),
@@ -172,7 +218,7 @@ pub async fn execute<L: ShardLock<Shard>>(
                     && (args[1].eq_ignore_ascii_case(b"SYNC")
                         || args[1].eq_ignore_ascii_case(b"ASYNC")));
             if mode_ok {
-                reply_ok(out, store.flushall().await);
+                reply_ok(out, store.flushall(seq).await);
             } else {
                 resp::error(out, SYNTAX);
             }
@@ -195,6 +241,13 @@ pub async fn execute<L: ShardLock<Shard>>(
                 Some(ms) => ms,
             };
             resp::integer(out, v);
+        }
+        b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => {
+            expire(shared, name, &args, out, seq).await
+        }
+        b"PERSIST" => {
+            let r = store.persist(&args[1], seq).await;
+            reply_int(out, r.map(i64::from));
         }
         b"SELECT" => match parse_int(&args[1]) {
             Some(0) => resp::ok(out),
@@ -231,57 +284,154 @@ fn reply_ok(out: &mut Vec<u8>, r: Result<(), String>) {
     }
 }
 
-/// `SET key value [NX|XX] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`
-async fn set<L: ShardLock<Shard>>(shared: &Shared<L>, args: Args, out: &mut Vec<u8>) {
-    let mut opts = SetOpts {
-        expiry: Expiry::None,
-        nx: false,
-        xx: false,
-    };
-    let mut expiry_given = false;
+const EX: u8 = 1;
+const PX: u8 = 2;
+const EXAT: u8 = 4;
+const PXAT: u8 = 8;
+
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`, read as Redis reads it:
+/// every option first (a repeated expiry of the same kind is allowed, the last one counts;
+/// conflicting ones are a syntax error), then the expiry's value.
+async fn set<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    args: Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) {
+    let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
+    let mut kinds = 0u8;
+    let mut expire: Option<usize> = None; // index of the value
     let mut i = 3;
     while i < args.len() {
         let opt = args[i].to_ascii_uppercase();
+        let has_next = i + 1 < args.len();
+        let kind = match &opt[..] {
+            b"EX" => EX,
+            b"PX" => PX,
+            b"EXAT" => EXAT,
+            b"PXAT" => PXAT,
+            _ => 0,
+        };
         match &opt[..] {
-            b"NX" if !opts.xx => opts.nx = true,
-            b"XX" if !opts.nx => opts.xx = true,
-            b"KEEPTTL" if !expiry_given => {
-                expiry_given = true;
-                opts.expiry = Expiry::Keep;
-            }
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" if !expiry_given && i + 1 < args.len() => {
-                expiry_given = true;
+            b"NX" if !xx => nx = true,
+            b"XX" if !nx => xx = true,
+            b"GET" => get = true,
+            b"KEEPTTL" if kinds == 0 => keepttl = true,
+            _ if kind != 0 && !keepttl && kinds & !kind == 0 && has_next => {
+                kinds |= kind;
                 i += 1;
-                let n = match parse_int(&args[i]) {
-                    Some(n) => n,
-                    None => return resp::error(out, NOT_INT),
-                };
-                if n <= 0 {
-                    return resp::error(out, "ERR invalid expire time in 'set' command");
-                }
-                let n = n as u64;
-                let at = match &opt[..] {
-                    b"EX" => n.checked_mul(1000).and_then(|ms| ms.checked_add(now_ms())),
-                    b"PX" => n.checked_add(now_ms()),
-                    b"EXAT" => n.checked_mul(1000),
-                    _ => Some(n),
-                };
-                match at {
-                    Some(at) if at < i64::MAX as u64 => opts.expiry = Expiry::At(at),
-                    _ => return resp::error(out, "ERR invalid expire time in 'set' command"),
-                }
+                expire = Some(i);
             }
             _ => return resp::error(out, SYNTAX),
         }
         i += 1;
     }
+    let mut opts = SetOpts {
+        expiry: if keepttl { Expiry::Keep } else { Expiry::None },
+        nx,
+        xx,
+        get,
+    };
+    if let Some(at) = expire {
+        let Some(n) = parse_int(&args[at]) else {
+            return resp::error(out, NOT_INT);
+        };
+        let seconds = kinds & (EX | EXAT) != 0;
+        if n <= 0 || (seconds && n > i64::MAX / 1000) {
+            return resp::error(out, "ERR invalid expire time in 'set' command");
+        }
+        let ms = if seconds { n * 1000 } else { n };
+        let ms = if kinds & (EX | PX) != 0 {
+            ms.checked_add(now_ms() as i64)
+        } else {
+            Some(ms)
+        };
+        match ms {
+            Some(ms) if ms > 0 => opts.expiry = Expiry::At(ms as u64),
+            _ => return resp::error(out, "ERR invalid expire time in 'set' command"),
+        }
+    }
     let mut args = args;
     let value = std::mem::take(&mut args[2]);
-    match shared.store.set(&args[1], value, opts).await {
-        Ok(true) => resp::ok(out),
-        Ok(false) => resp::null(out),
+    match shared.store.set(&args[1], value, opts, seq).await {
+        Ok(r) if get => resp::opt_bulk(out, r.old.as_deref()),
+        Ok(r) if r.stored => resp::ok(out),
+        Ok(_) => resp::null(out),
         Err(e) => resp::error(out, &e),
     }
+}
+
+/// `EXPIRE key seconds [NX|XX|GT|LT]`, `PEXPIRE` (ms), `EXPIREAT` (unix s), `PEXPIREAT` (unix
+/// ms), with Redis' checks in Redis' order: options, the integer, overflow.
+async fn expire<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    name: &[u8],
+    args: &Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for a in &args[3..] {
+        match &a.to_ascii_uppercase()[..] {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => {
+                return resp::error(
+                    out,
+                    &format!("ERR Unsupported option {}", String::from_utf8_lossy(a)),
+                )
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return resp::error(
+            out,
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        );
+    }
+    if gt && lt {
+        return resp::error(
+            out,
+            "ERR GT and LT options at the same time are not compatible",
+        );
+    }
+    let Some(mut when) = parse_int(&args[2]) else {
+        return resp::error(out, NOT_INT);
+    };
+    let lname = String::from_utf8_lossy(name).to_lowercase();
+    let invalid = format!("ERR invalid expire time in '{lname}' command");
+    if name == b"EXPIRE" || name == b"EXPIREAT" {
+        match when.checked_mul(1000) {
+            Some(ms) => when = ms,
+            None => return resp::error(out, &invalid),
+        }
+    }
+    if name == b"EXPIRE" || name == b"PEXPIRE" {
+        match when.checked_add(now_ms() as i64) {
+            Some(ms) => when = ms,
+            None => return resp::error(out, &invalid),
+        }
+    }
+    let cond = if nx {
+        ExpireCond::Nx
+    } else if xx {
+        // XX with GT/LT: both must hold; GT/LT imply a deadline only for GT
+        match (gt, lt) {
+            (true, _) => ExpireCond::Gt,
+            (_, true) => ExpireCond::XxLt,
+            _ => ExpireCond::Xx,
+        }
+    } else if gt {
+        ExpireCond::Gt
+    } else if lt {
+        ExpireCond::Lt
+    } else {
+        ExpireCond::Always
+    };
+    let r = shared.store.expire(&args[1], when, cond, seq).await;
+    reply_int(out, r.map(i64::from));
 }
 
 /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]`
@@ -419,7 +569,7 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
             st.rejected_connections.load(Ordering::Relaxed),
             st.commands.load(Ordering::Relaxed),
             st.protocol_errors.load(Ordering::Relaxed),
-            st.expired_keys.load(Ordering::Relaxed),
+            shared.store.expired_keys(),
         );
     }
     if want("persistence") {
@@ -427,15 +577,18 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
         match shared.store.log() {
             Some(log) => {
                 let (size, base) = log.size_and_base().await;
-                let ls = &log.stats;
+                let ls = log.stats();
                 let _ = write!(
                     s,
-                    "aof_enabled:1\r\naof_fsync:{}\r\naof_current_size:{size}\r\naof_base_snapshot:{base}\r\naof_records_written:{}\r\naof_bytes_written:{}\r\naof_fsyncs:{}\r\naof_rewrites:{}\r\n\r\n",
+                    "aof_enabled:1\r\naof_fsync:{}\r\naof_current_size:{size}\r\naof_base_snapshot:{base}\r\naof_records_written:{}\r\naof_bytes_written:{}\r\naof_batches_written:{}\r\naof_fsyncs:{}\r\naof_rewrites:{}\r\naof_write_errors:{}\r\naof_fsync_errors:{}\r\n\r\n",
                     fsync_name(log.fsync_policy()),
                     ls.records.load(Ordering::Relaxed),
                     ls.bytes.load(Ordering::Relaxed),
+                    ls.batches.load(Ordering::Relaxed),
                     ls.fsyncs.load(Ordering::Relaxed),
                     ls.rewrites.load(Ordering::Relaxed),
+                    ls.write_errors.load(Ordering::Relaxed),
+                    ls.fsync_errors.load(Ordering::Relaxed),
                 );
             }
             None => s.push_str("aof_enabled:0\r\n\r\n"),

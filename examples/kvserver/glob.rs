@@ -1,17 +1,28 @@
-//! Redis-style glob matching for `KEYS`, `SCAN MATCH` and `CONFIG GET`.
+//! Redis-style glob matching for `KEYS`, `SCAN MATCH` and `CONFIG GET`, with Redis' own rules
+//! (`stringmatchlen` in Redis' `util.c`), byte-wise:
 //!
-//! Supports `*`, `?`, `[abc]`, `[^abc]`, `[a-z]` and `\x` escapes, byte-wise. Matching is
-//! iterative with a single backtrack point for the last `*`, so a hostile pattern such as
-//! `*a*a*a*a*b` cannot take exponential time (it is O(pattern × text) at worst).
+//! - `*` any run of bytes, `?` one byte, `\x` the byte `x`;
+//! - `[...]` one byte from a class: `^` first negates it; `\x` is `x`; `a-z` is a range (its
+//!   ends may be given in either order, and the end can be any byte, `]` included: `[a-]`
+//!   is the range from `]` to `a`, and the class goes on after it); a `]` right after `[` (or
+//!   `[^`) closes an empty class; a class that never closes takes the rest of the pattern;
+//! - an empty text matches only the empty pattern (callers treat a lone `*` as "everything").
+//!
+//! Matching is iterative with a single backtrack point for the last `*` (every other token
+//! matches exactly one byte, so this is exact), so a hostile pattern such as `*a*a*a*a*b`
+//! cannot take exponential time (it is O(pattern × text) at worst).
 
 /// Whether `text` matches the glob `pattern`.
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
+    if text.is_empty() {
+        return pattern.is_empty();
+    }
     let (mut p, mut t) = (0usize, 0usize);
     // Where to resume after the last '*': (pattern index after the star, text index).
     let mut star: Option<(usize, usize)> = None;
     while t < text.len() {
         if p < pattern.len() {
-            match pattern[p] {
+            let (hit, next) = match pattern[p] {
                 b'*' => {
                     while p < pattern.len() && pattern[p] == b'*' {
                         p += 1;
@@ -22,39 +33,15 @@ pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
                     star = Some((p, t));
                     continue;
                 }
-                b'?' => {
-                    p += 1;
-                    t += 1;
-                    continue;
-                }
-                b'[' => {
-                    if let Some((hit, next)) = class(pattern, p, text[t]) {
-                        if hit {
-                            p = next;
-                            t += 1;
-                            continue;
-                        }
-                    } else if text[t] == b'[' {
-                        // an unterminated class matches a literal '['
-                        p += 1;
-                        t += 1;
-                        continue;
-                    }
-                }
-                b'\\' if p + 1 < pattern.len() => {
-                    if pattern[p + 1] == text[t] {
-                        p += 2;
-                        t += 1;
-                        continue;
-                    }
-                }
-                c => {
-                    if c == text[t] {
-                        p += 1;
-                        t += 1;
-                        continue;
-                    }
-                }
+                b'?' => (true, p + 1),
+                b'[' => class(pattern, p, text[t]),
+                b'\\' if p + 1 < pattern.len() => (pattern[p + 1] == text[t], p + 2),
+                c => (c == text[t], p + 1),
+            };
+            if hit {
+                p = next;
+                t += 1;
+                continue;
             }
         }
         // mismatch: let the last star swallow one more byte
@@ -70,28 +57,28 @@ pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
-/// Matches byte `c` against the class starting at `pattern[p] == b'['`; returns whether it
-/// matched and the index after the closing `]`, or `None` if the class is unterminated.
-fn class(pattern: &[u8], p: usize, c: u8) -> Option<(bool, usize)> {
+/// Matches byte `c` against the class starting at `pattern[p] == b'['`, read as Redis reads
+/// it; returns whether it matched and the index after the class.
+fn class(pattern: &[u8], p: usize, c: u8) -> (bool, usize) {
+    let len = pattern.len();
     let mut i = p + 1;
     let negate = pattern.get(i) == Some(&b'^');
     if negate {
         i += 1;
     }
     let mut hit = false;
-    let mut first = true;
     loop {
-        let b = *pattern.get(i)?;
-        if b == b']' && !first {
-            return Some((hit != negate, i + 1));
+        if i >= len {
+            // unterminated: the class took the rest of the pattern
+            return (hit != negate, len);
         }
-        first = false;
-        if b == b'\\' && i + 1 < pattern.len() {
+        let b = pattern[i];
+        if b == b'\\' && len - i >= 2 {
             hit |= pattern[i + 1] == c;
             i += 2;
-        } else if pattern.get(i + 1) == Some(&b'-')
-            && pattern.get(i + 2).is_some_and(|&e| e != b']')
-        {
+        } else if b == b']' {
+            return (hit != negate, i + 1);
+        } else if len - i >= 3 && pattern[i + 1] == b'-' {
             let (mut lo, mut hi) = (b, pattern[i + 2]);
             if lo > hi {
                 std::mem::swap(&mut lo, &mut hi);
@@ -111,7 +98,6 @@ mod tests {
 
     #[test]
     fn basics() {
-        assert!(matches(b"*", b""));
         assert!(matches(b"*", b"abc"));
         assert!(matches(b"a*c", b"abbbc"));
         assert!(!matches(b"a*c", b"abbb"));
@@ -127,6 +113,24 @@ mod tests {
         ));
         assert!(!matches(b"*a*a*a*a*a*a*a*a*b", &[b'a'; 4096]));
         assert!(matches(b"user:*:name", b"user:42:name"));
-        assert!(matches(b"[", b"["));
+        // Redis' class rules
+        assert!(
+            !matches(b"[", b"["),
+            "an unterminated class: here, an empty one"
+        );
+        assert!(
+            matches(b"[ab", b"b"),
+            "an unterminated class takes the rest"
+        );
+        assert!(!matches(b"[]a]", b"]"), "] first closes an empty class");
+        assert!(!matches(b"[]a]", b"a]"), "...which matches no byte");
+        assert!(matches(b"[^]a]", b"xa]"));
+        assert!(matches(b"[^]x", b"zx"));
+        assert!(matches(b"[a-]", b"_"), "a range from ] to a");
+        assert!(!matches(b"[a-]", b"-"));
+        assert!(matches(b"[z-a]", b"q"));
+        assert!(matches(b"[\\]]", b"]"));
+        assert!(!matches(b"*", b""));
+        assert!(matches(b"", b""));
     }
 }

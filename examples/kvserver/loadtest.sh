@@ -1,54 +1,68 @@
 #!/usr/bin/env bash
 # Load test of the kvserver example under each --lock, side by side with a real redis-server
-# when one is installed. Prints a Markdown table (and writes it to $OUT if set).
+# (same durability settings) when one is installed. Prints Markdown tables (and writes them to
+# $OUT if set). Every figure is the median of $REPS runs; the targets run interleaved.
 #
-#   examples/kvserver/loadtest.sh                 # full run (a few minutes)
+#   examples/kvserver/loadtest.sh                 # full run (about 6 minutes on 2 cores)
 #   QUICK=1 examples/kvserver/loadtest.sh         # smaller, one repetition
 #
-# Needs redis-benchmark (Debian: apt-get install -y redis-tools; redis-server for the
-# reference column). Everything listens on 127.0.0.1 only; every server started here is
+# Sections:
+#   1. redis-benchmark SET and GET, random keys, -P 16 -c 50, appendfsync everysec;
+#   2. the same under appendfsync always (redis-server --appendfsync always beside it);
+#   3. the lock-sensitive scenario: examples/ycsb.rs --workloads long (long readers, SCAN,
+#      KEYS, large MGET, and SAVE beside a SET/GET stream), per command class;
+#   4. redis-benchmark's default tests: which ones this server supports (one short run);
+#   5. with YCSB=1: YCSB-like workloads A, B, C.
+#
+# Needs redis-benchmark and redis-cli (Debian: apt-get install -y redis-tools; redis-server
+# for the reference rows). Everything listens on 127.0.0.1 only; every server started here is
 # stopped on exit; every command runs under `timeout`.
 #
-# Knobs (environment): N (requests per redis-benchmark test), REPS (repetitions, median
-# reported), SHARDS (the "default" shard count; empty = the server's default), RANDKEYS
-# (-r for the random-key rows), SWEEP (shard counts for the sweep table; empty: no sweep),
-# YCSB_OPS, YCSB_RECORDS, LOCKS, APPENDFSYNC, AOF_IO, THREADS.
+# Knobs (environment): N (requests per redis-benchmark test), N_ALWAYS (the same under
+# always), REPS, RANDKEYS (-r), LOCKS, SECS (seconds per scenario run), LONG_READERS,
+# SHARDS (empty: the server's default), THREADS, YCSB, YCSB_OPS, YCSB_RECORDS.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 
 QUICK=${QUICK:-}
 N=${N:-$([ -n "$QUICK" ] && echo 200000 || echo 1000000)}
+N_ALWAYS=${N_ALWAYS:-$([ -n "$QUICK" ] && echo 100000 || echo 300000)}
 REPS=${REPS:-$([ -n "$QUICK" ] && echo 1 || echo 3)}
-SHARDS=${SHARDS:-}
 RANDKEYS=${RANDKEYS:-100000}
+LOCKS=${LOCKS:-"rwsem tokio async-lock"}
+SECS=${SECS:-$([ -n "$QUICK" ] && echo 4 || echo 10)}
+LONG_READERS=${LONG_READERS:-4}
+SHARDS=${SHARDS:-}
+THREADS=${THREADS:-}
+YCSB=${YCSB:-}
 YCSB_OPS=${YCSB_OPS:-$([ -n "$QUICK" ] && echo 50000 || echo 200000)}
 YCSB_RECORDS=${YCSB_RECORDS:-100000}
-LOCKS=${LOCKS:-"rwsem tokio async-lock"}
-APPENDFSYNC=${APPENDFSYNC:-everysec}
-AOF_IO=${AOF_IO:-direct}
-THREADS=${THREADS:-}
 OUT=${OUT:-}
-SWEEP=${SWEEP-"1 4 16 64"}
 
-command -v redis-benchmark >/dev/null || {
-    echo "redis-benchmark not found (Debian: apt-get install -y redis-tools)" >&2
-    exit 1
-}
+for tool in redis-benchmark redis-cli; do
+    command -v "$tool" >/dev/null || {
+        echo "$tool not found (Debian: apt-get install -y redis-tools)" >&2
+        exit 1
+    }
+done
 HAVE_REDIS=$(command -v redis-server >/dev/null && echo 1 || echo "")
+[ -n "$HAVE_REDIS" ] || echo "redis-server not found: no reference rows (apt-get install -y redis-server)" >&2
 
 echo "building (release)..." >&2
 timeout 900 cargo build --release --quiet --example kvserver --example ycsb
-KV=target/release/examples/kvserver
-YCSB=target/release/examples/ycsb
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+KV=$TARGET_DIR/release/examples/kvserver
+YCSB_BIN=$TARGET_DIR/release/examples/ycsb
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvserver-loadtest.XXXXXX")
+# Data on the same disk as the build (not a tmpfs), so that fsync costs what it costs.
+WORK=$(mktemp -d "$TARGET_DIR/kvserver-loadtest.XXXXXX")
 PID=""
 stop_server() {
     if [ -n "$PID" ]; then
         kill "$PID" 2>/dev/null || true
         # graceful shutdown is bounded by the server's --shutdown-timeout; don't wait forever
-        for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$PID" 2>/dev/null || true
         wait "$PID" 2>/dev/null || true
         PID=""
@@ -76,142 +90,159 @@ wait_ready() {
     return 1
 }
 
-# start_kv LOCK SHARDS -> sets PORT, PID
-start_kv() {
+# start TARGET(lock|redis) FSYNC -> sets PORT, PID
+start() {
     PORT=$(pick_port)
-    local dir="$WORK/data-$1-$2-$RANDOM"
-    local args=(--port "$PORT" --lock "$1" --dir "$dir" --appendfsync "$APPENDFSYNC" --aof-io "$AOF_IO" --quiet)
-    [ "$2" != default ] && args+=(--shards "$2")
-    [ -n "$THREADS" ] && args+=(--threads "$THREADS")
-    "$KV" "${args[@]}" 2>>"$WORK/server.log" &
-    PID=$!
-    wait_ready "$PORT"
-}
-start_redis() {
-    PORT=$(pick_port)
-    local dir="$WORK/redis-$RANDOM"
+    local dir="$WORK/data-$1-$RANDOM"
     mkdir -p "$dir"
-    redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly yes \
-        --appendfsync "$APPENDFSYNC" --dir "$dir" --daemonize no --logfile "$WORK/redis.log" &
+    if [ "$1" = redis ]; then
+        redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly yes \
+            --appendfsync "$2" --dir "$dir" --daemonize no --logfile "$WORK/redis.log" &
+    else
+        local args=(--port "$PORT" --lock "$1" --dir "$dir" --appendfsync "$2" --quiet)
+        [ -n "$SHARDS" ] && args+=(--shards "$SHARDS")
+        [ -n "$THREADS" ] && args+=(--threads "$THREADS")
+        "$KV" "${args[@]}" 2>>"$WORK/server.log" &
+    fi
     PID=$!
     wait_ready "$PORT"
 }
 
-# bench PORT [extra redis-benchmark args] -> prints "SET_RPS GET_RPS"
+# bench PORT N -> prints "SET_RPS GET_RPS"
 bench() {
-    local port=$1
-    shift
-    timeout 300 redis-benchmark -h 127.0.0.1 -p "$port" -t set,get -P 16 -c 50 -n "$N" --csv "$@" 2>/dev/null |
+    timeout 300 redis-benchmark -h 127.0.0.1 -p "$1" -t set,get -P 16 -c 50 -n "$2" -r "$RANDKEYS" --csv 2>/dev/null |
         awk -F, '{gsub(/"/, "")} $1=="SET"{s=$2} $1=="GET"{g=$2} END{printf "%.0f %.0f\n", s, g}'
 }
 
-median() { tr ' ' '\n' | awk 'NF' | sort -n | awk '{a[NR]=$1} END{if (NR==0) print 0; else print a[int((NR+1)/2)]}'; }
-
-declare -A SET GET
-# run_case NAME TARGET(lock|redis) SHARDS [extra bench args]
-run_case() {
-    local name=$1 target=$2 shards=$3
-    shift 3
-    if [ "$target" = redis ]; then start_redis; else start_kv "$target" "$shards"; fi
-    local r
-    r=$(bench "$PORT" "$@")
-    stop_server
-    SET[$name,$target]="${SET[$name,$target]:-} ${r% *}"
-    GET[$name,$target]="${GET[$name,$target]:-} ${r#* }"
-    echo "  $name $target: SET ${r% *} GET ${r#* }" >&2
-}
+median() { tr ' ' '\n' | awk 'NF' | sort -n | awk '{a[NR]=$1} END{if (NR==0) print "-"; else print a[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+name_of() { if [ "$1" = redis ]; then echo redis-server; else echo "kvserver --lock $1"; fi; }
 
 TARGETS="$LOCKS"
 [ -n "$HAVE_REDIS" ] && TARGETS="$TARGETS redis"
 
-CASES=("1shard" "default" "default-r")
-declare -A CASE_SHARDS=([1shard]=1 [default]=${SHARDS:-default} [default-r]=${SHARDS:-default})
-declare -A CASE_ARGS=([1shard]="" [default]="" [default-r]="-r $RANDKEYS")
-declare -A CASE_DESC=(
-    [1shard]="1 shard, one key"
-    [default]="default shards, one key"
-    [default-r]="default shards, -r $RANDKEYS"
-)
-
-echo "redis-benchmark -t set,get -P 16 -c 50 -n $N, $REPS rep(s), locks interleaved" >&2
+# ---- 1 and 2: redis-benchmark under everysec and always ------------------------------------
+declare -A SET GET
+echo "redis-benchmark -t set,get -P 16 -c 50 -r $RANDKEYS, $REPS rep(s), targets interleaved" >&2
 for rep in $(seq "$REPS"); do
-    echo "rep $rep/$REPS" >&2
-    for c in "${CASES[@]}"; do
+    for mode in everysec always; do
+        n=$N
+        [ "$mode" = always ] && n=$N_ALWAYS
         for t in $TARGETS; do
-            # redis has no shards: one run per key pattern is enough
-            if [ "$t" = redis ] && [ "$c" = 1shard ]; then continue; fi
-            # shellcheck disable=SC2086
-            run_case "$c" "$t" "${CASE_SHARDS[$c]}" ${CASE_ARGS[$c]}
+            start "$t" "$mode"
+            r=$(bench "$PORT" "$n")
+            stop_server
+            SET[$mode,$t]="${SET[$mode,$t]:-} ${r% *}"
+            GET[$mode,$t]="${GET[$mode,$t]:-} ${r#* }"
+            echo "  rep $rep $mode $t: SET ${r% *} GET ${r#* }" >&2
         done
     done
 done
 
-# Shard-count sweep (random keys), for choosing the default.
+# ---- 3: the lock-sensitive scenario --------------------------------------------------------
+declare -A LONG
+CLASSES="SET GET SCAN KEYS MGET SAVE"
+echo "ycsb --workloads long --secs $SECS --long-readers $LONG_READERS, $REPS rep(s)" >&2
 for rep in $(seq "$REPS"); do
-    for s in $SWEEP; do
-        for t in rwsem tokio; do
-            case " $LOCKS " in *" $t "*) ;; *) continue ;; esac
-            run_case "sweep$s" "$t" "$s" -r "$RANDKEYS"
-        done
+    for t in $TARGETS; do
+        start "$t" everysec
+        while IFS= read -r line; do
+            c=$(echo "$line" | sed -n 's/.*"class":"\([A-Z]*\)".*/\1/p')
+            [ -n "$c" ] || continue
+            for f in ops_per_sec p50_us p99_us max_us; do
+                v=$(echo "$line" | sed -n "s/.*\"$f\":\([0-9.]*\).*/\1/p")
+                LONG[$t,$c,$f]="${LONG[$t,$c,$f]:-} $(printf '%.0f' "$v")"
+            done
+        done < <(timeout 300 "$YCSB_BIN" --port "$PORT" --load --records 100000 --workloads long \
+            --secs "$SECS" --long-readers "$LONG_READERS" --json 2>>"$WORK/ycsb.log")
+        stop_server
+        echo "  rep $rep long $t: SET p99 $(echo "${LONG[$t,SET,p99_us]:-}" | awk '{print $NF}')us, SCAN $(echo "${LONG[$t,SCAN,ops_per_sec]:-}" | awk '{print $NF}')/s" >&2
     done
 done
 
-# YCSB-like workloads, one server per target, records loaded first.
+# ---- 4: redis-benchmark's default tests ----------------------------------------------------
+first_lock=${LOCKS%% *}
+start "$first_lock" everysec
+# redis-benchmark stops at the first error reply, so the tests run one by one.
+declare -A DEFAULT_RES
+DEFAULT_TESTS="ping_inline ping_mbulk set get incr mset lpush rpush lpop rpop sadd hset spop zadd zpopmin lrange_100"
+for t in $DEFAULT_TESTS; do
+    r=$(timeout 120 redis-benchmark -h 127.0.0.1 -p "$PORT" -n 20000 -c 50 -t "$t" --csv 2>&1 || true)
+    err=$(echo "$r" | grep -m1 "Error from server" || true)
+    if [ -n "$err" ]; then
+        DEFAULT_RES[$t]="error: ${err#Error from server: }"
+    else
+        DEFAULT_RES[$t]=$(echo "$r" | awk -F, '{gsub(/"/, "")} NR>1 && $2+0>0 {printf "%.0f", $2; exit}')
+    fi
+done
+stop_server
+
+# ---- 5: YCSB A, B, C (optional) ------------------------------------------------------------
 declare -A YCSB_RES
-for t in $TARGETS; do
-    if [ "$t" = redis ]; then start_redis; else start_kv "$t" "${SHARDS:-default}"; fi
-    while IFS= read -r line; do
-        w=$(echo "$line" | sed -n 's/.*"workload":"\([a-z]*\)".*/\1/p')
-        ops=$(echo "$line" | sed -n 's/.*"ops_per_sec":\([0-9.]*\).*/\1/p')
-        p99=$(echo "$line" | sed -n 's/.*"p99_us":\([0-9]*\).*/\1/p')
-        [ -n "$w" ] && YCSB_RES[$w,$t]="$(printf '%.0f' "$ops") (p99 ${p99}us)"
-    done < <(timeout 600 "$YCSB" --port "$PORT" --load --records "$YCSB_RECORDS" --ops "$YCSB_OPS" \
-        --workloads a,b,c --clients 32 --max-secs 120 --json 2>>"$WORK/ycsb.log")
-    stop_server
-    echo "  ycsb $t: A ${YCSB_RES[a,$t]:-?} B ${YCSB_RES[b,$t]:-?} C ${YCSB_RES[c,$t]:-?}" >&2
-done
+if [ -n "$YCSB" ]; then
+    for t in $TARGETS; do
+        start "$t" everysec
+        while IFS= read -r line; do
+            w=$(echo "$line" | sed -n 's/.*"workload":"\([a-z]*\)".*/\1/p')
+            ops=$(echo "$line" | sed -n 's/.*"ops_per_sec":\([0-9.]*\).*/\1/p')
+            p99=$(echo "$line" | sed -n 's/.*"p99_us":\([0-9]*\).*/\1/p')
+            [ -n "$w" ] && YCSB_RES[$w,$t]="$(printf '%.0f' "$ops") (p99 ${p99}us)"
+        done < <(timeout 600 "$YCSB_BIN" --port "$PORT" --load --records "$YCSB_RECORDS" --ops "$YCSB_OPS" \
+            --workloads a,b,c --clients 32 --max-secs 120 --json 2>>"$WORK/ycsb.log")
+        stop_server
+    done
+fi
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-
+# ---- report --------------------------------------------------------------------------------
 {
-    echo "### redis-benchmark -t set,get -P 16 -c 50 -n $N (requests/s, median of $REPS)"
+    echo "Machine: $(nproc) cores, $(uname -sr); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); medians of $REPS."
     echo
-    echo "Machine: $(nproc) cores; appendfsync $APPENDFSYNC, aof-io $AOF_IO; redis-server: appendonly yes, save \"\"."
-    echo
-    echo "| case | server | SET | GET | SET vs tokio | GET vs tokio | SET vs redis | GET vs redis |"
-    echo "|---|---|---:|---:|---:|---:|---:|---:|"
-    for c in "${CASES[@]}"; do
-        ts=$(echo "${SET[$c,tokio]:-}" | median)
-        tg=$(echo "${GET[$c,tokio]:-}" | median)
-        rs=$(echo "${SET[$c,redis]:-}" | median)
-        rg=$(echo "${GET[$c,redis]:-}" | median)
+    for mode in everysec always; do
+        n=$N
+        [ "$mode" = always ] && n=$N_ALWAYS
+        echo "#### redis-benchmark -t set,get -P 16 -c 50 -n $n -r $RANDKEYS, appendfsync $mode (requests/s)"
+        echo
+        echo "| server | SET | GET | SET vs redis | GET vs redis |"
+        echo "|---|---:|---:|---:|---:|"
+        rs=$(echo "${SET[$mode,redis]:-}" | median)
+        rg=$(echo "${GET[$mode,redis]:-}" | median)
         for t in $TARGETS; do
-            [ -z "${SET[$c,$t]:-}" ] && continue
-            s=$(echo "${SET[$c,$t]}" | median)
-            g=$(echo "${GET[$c,$t]}" | median)
-            name=$t
-            [ "$t" != redis ] && name="kvserver --lock $t"
-            echo "| ${CASE_DESC[$c]} | $name | $s | $g | $(ratio "$s" "$ts") | $(ratio "$g" "$tg") | $(ratio "$s" "$rs") | $(ratio "$g" "$rg") |"
+            s=$(echo "${SET[$mode,$t]:-}" | median)
+            g=$(echo "${GET[$mode,$t]:-}" | median)
+            echo "| $(name_of "$t") | $s | $g | $(ratio "$s" "$rs") | $(ratio "$g" "$rg") |"
+        done
+        echo
+    done
+    echo "#### Lock-sensitive scenario: ycsb --workloads long --secs $SECS (32 GET/SET clients, $LONG_READERS long readers, SAVE every 200 ms; 100000 keys)"
+    echo
+    echo "Per command class: ops/s, p50 / p99 / max latency in ms."
+    echo
+    echo "| server | class | ops/s | p50 ms | p99 ms | max ms |"
+    echo "|---|---|---:|---:|---:|---:|"
+    for t in $TARGETS; do
+        for c in $CLASSES; do
+            [ -n "${LONG[$t,$c,ops_per_sec]:-}" ] || continue
+            ops=$(echo "${LONG[$t,$c,ops_per_sec]}" | median)
+            ms() { echo "$1" | median | awk '{ if ($1 == "-") print "-"; else printf "%.1f", $1 / 1000 }'; }
+            echo "| $(name_of "$t") | $c | $ops | $(ms "${LONG[$t,$c,p50_us]}") | $(ms "${LONG[$t,$c,p99_us]}") | $(ms "${LONG[$t,$c,max_us]}") |"
         done
     done
-    if [ -n "$SWEEP" ]; then
+    echo
+    echo "#### redis-benchmark's default tests against kvserver --lock $first_lock (-n 20000 -c 50, no pipelining, one run each)"
+    echo
+    echo "| test | requests/s, or the reply |"
+    echo "|---|---|"
+    for t in $DEFAULT_TESTS; do
+        echo "| $t | ${DEFAULT_RES[$t]:-} |"
+    done
+    if [ -n "$YCSB" ]; then
         echo
-        echo "### Shard sweep: redis-benchmark -t set,get -P 16 -c 50 -n $N -r $RANDKEYS (requests/s, median of $REPS)"
+        echo "#### YCSB-like: $YCSB_RECORDS records, $YCSB_OPS ops, 32 clients, zipfian 0.99 (ops/s, one run)"
         echo
-        echo "| shards | rwsem SET | tokio SET | rwsem GET | tokio GET |"
-        echo "|---:|---:|---:|---:|---:|"
-        for s in $SWEEP; do
-            echo "| $s | $(echo "${SET[sweep$s,rwsem]:-}" | median) | $(echo "${SET[sweep$s,tokio]:-}" | median) | $(echo "${GET[sweep$s,rwsem]:-}" | median) | $(echo "${GET[sweep$s,tokio]:-}" | median) |"
+        echo "| server | A (50/50) | B (95/5) | C (read only) |"
+        echo "|---|---:|---:|---:|"
+        for t in $TARGETS; do
+            echo "| $(name_of "$t") | ${YCSB_RES[a,$t]:-} | ${YCSB_RES[b,$t]:-} | ${YCSB_RES[c,$t]:-} |"
         done
     fi
-    echo
-    echo "### YCSB-like (examples/ycsb.rs): $YCSB_RECORDS records, $YCSB_OPS ops, 32 clients, zipfian 0.99 (ops/s)"
-    echo
-    echo "| server | A (50/50) | B (95/5) | C (read only) |"
-    echo "|---|---:|---:|---:|"
-    for t in $TARGETS; do
-        name=$t
-        [ "$t" != redis ] && name="kvserver --lock $t"
-        echo "| $name | ${YCSB_RES[a,$t]:-} | ${YCSB_RES[b,$t]:-} | ${YCSB_RES[c,$t]:-} |"
-    done
 } | tee ${OUT:+"$OUT"}

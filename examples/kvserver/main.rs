@@ -3,16 +3,20 @@
 //! `tokio::sync::RwLock` and `async_lock::RwLock` with unmodified Redis clients.
 //!
 //! # What it does
-//! - Commands: `PING`, `ECHO`, `GET`, `SET` (`EX`/`PX`/`EXAT`/`PXAT`/`NX`/`XX`/`KEEPTTL`), `DEL`,
-//!   `EXISTS`, `INCR`/`INCRBY`/`DECR`/`DECRBY`, `MGET`, `MSET`, `DBSIZE`, `KEYS` (glob), `SCAN`
-//!   (cursor, `MATCH`, `COUNT`), `TTL`/`PTTL`, `FLUSHALL`, `SAVE`, `INFO`, `CONFIG GET`,
-//!   `SELECT 0`, `CLIENT SETINFO`/`SETNAME`, `COMMAND`, `QUIT`. Pipelined requests are
-//!   answered in order.
-//! - The data lives in `--shards` maps, each behind the lock chosen by `--lock`; every write
-//!   appends its record to the append-only log while it holds the shard's write lock (across
-//!   `.await`s). `SAVE` snapshots shard by shard under read locks, then starts a new log from
-//!   the snapshot. On start the snapshot and log are replayed; a torn last record is dropped
-//!   with a warning, any other damage stops the start with an error.
+//! - Commands: `PING`, `ECHO`, `GET`, `SET` (`EX`/`PX`/`EXAT`/`PXAT`/`NX`/`XX`/`KEEPTTL`/`GET`,
+//!   read as Redis reads them), `DEL`, `EXISTS`, `INCR`/`INCRBY`/`DECR`/`DECRBY`, `MGET`, `MSET`,
+//!   `DBSIZE`, `KEYS` (Redis' glob rules), `SCAN` (cursor, `MATCH`, `COUNT`), `TTL`/`PTTL`,
+//!   `EXPIRE`/`PEXPIRE`/`EXPIREAT`/`PEXPIREAT` (`NX`/`XX`/`GT`/`LT`), `PERSIST`, `FLUSHALL`,
+//!   `SAVE`, `INFO`, `CONFIG GET`, `SELECT 0`, `CLIENT SETINFO`/`SETNAME`, `COMMAND`, `QUIT`.
+//!   Pipelined requests are answered in order; commands of other data types get an error that
+//!   says so.
+//! - The data lives in `--shards` maps, each behind the lock chosen by `--lock`. Inside its
+//!   write critical section a write appends its record to the log's current batch; the batch
+//!   is written by group commit (one `write(2)`, and one `fsync` under `always`, for every
+//!   command in it), and replies go out only once their records are in the file. `SAVE`
+//!   snapshots shard by shard under read locks, then starts a new log from the snapshot. On
+//!   start the directory is locked, then the snapshot and log are replayed; a torn last record
+//!   is dropped with a warning, any other damage stops the start with an error.
 //! - Ctrl-C / SIGTERM: stop accepting, let connections finish what they sent, fsync the log.
 //!
 //! # Running

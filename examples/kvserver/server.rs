@@ -67,7 +67,6 @@ pub struct Stats {
     pub rejected_connections: AtomicU64,
     pub commands: AtomicU64,
     pub protocol_errors: AtomicU64,
-    pub expired_keys: AtomicU64,
 }
 
 /// What every connection shares.
@@ -122,6 +121,16 @@ macro_rules! info {
 
 async fn start_with<L: ShardLock<Shard>>(config: Config) -> Result<Running, String> {
     let t0 = Instant::now();
+    if config.persistence.is_some() {
+        // A request the log could not hold must be refused by the parser, never acknowledged.
+        crate::aof::check_request_limits(
+            config
+                .limits
+                .max_request_len
+                .max(config.limits.max_bulk_len),
+            config.limits.max_array_len,
+        )?;
+    }
     let (store, report) = Store::<L>::open(config.shards, config.persistence.as_ref())?;
     if let Some(r) = &report {
         for w in &r.warnings {
@@ -181,11 +190,7 @@ async fn serve<L: ShardLock<Shard>>(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut background = JoinSet::new();
     background.spawn(sweeper(shared.clone(), shutdown_rx.clone()));
-    if shared
-        .store
-        .log()
-        .is_some_and(|l| l.fsync_policy() == Fsync::Everysec)
-    {
+    if shared.store.log().is_some() {
         background.spawn(fsync_every_second(shared.clone(), shutdown_rx.clone()));
     }
 
@@ -254,6 +259,8 @@ async fn reject(mut sock: TcpStream) {
     .await;
 }
 
+/// The adaptive expiry sweep: a pass every `sweep_interval`, and while due keys remain after a
+/// pass, the next pass at once (after a yield, so connections keep running).
 async fn sweeper<L: ShardLock<Shard>>(shared: Arc<Shared<L>>, mut shutdown: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(shared.config.sweep_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -261,26 +268,45 @@ async fn sweeper<L: ShardLock<Shard>>(shared: Arc<Shared<L>>, mut shutdown: watc
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {
-                let n = shared.store.sweep(1000).await;
-                shared.stats.expired_keys.fetch_add(n as u64, Ordering::Relaxed);
+                while shared.store.sweep(SWEEP_CHUNK).await.1 {
+                    if *shutdown.borrow() {
+                        return;
+                    }
+                    tokio::task::yield_now().await;
+                }
             }
         }
     }
 }
 
+/// Deadlines looked at per write-lock hold in a sweep pass.
+const SWEEP_CHUNK: usize = 1000;
+
+/// Once a second: under `everysec` the log's fsync; in every mode, the retry of an fsync that
+/// failed (writes are refused until it succeeds).
 async fn fsync_every_second<L: ShardLock<Shard>>(
     shared: Arc<Shared<L>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {
-                if let Some(log) = shared.store.log() {
-                    if let Err(e) = log.sync().await {
-                        eprintln!("kvserver: background fsync: {e}");
+                let Some(log) = shared.store.log() else { return };
+                if log.fsync_policy() == Fsync::Everysec || log.needs_sync() {
+                    match log.sync().await {
+                        Err(e) if !failing => {
+                            failing = true;
+                            eprintln!("kvserver: {e}; writes are refused until an fsync succeeds");
+                        }
+                        Ok(()) if failing => {
+                            failing = false;
+                            eprintln!("kvserver: fsync succeeded again; writes are accepted");
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -311,6 +337,7 @@ async fn connection<L: ShardLock<Shard>>(
     let mut parser = RequestParser::new(shared.config.limits);
     let mut inbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut acks: Vec<Ack> = Vec::new();
     'conn: loop {
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
             inbuf.reserve(READ_CHUNK);
@@ -340,12 +367,25 @@ async fn connection<L: ShardLock<Shard>>(
             match parser.next(&inbuf, &mut pos) {
                 Ok(Some(args)) => {
                     executed += 1;
-                    if commands::execute(&shared, args, &mut out).await == Flow::Close {
+                    let start = out.len();
+                    let mut seq = 0;
+                    let flow = commands::execute(&shared, args, &mut out, &mut seq).await;
+                    if seq != 0 {
+                        acks.push(Ack {
+                            start,
+                            end: out.len(),
+                            seq,
+                        });
+                    }
+                    if flow == Flow::Close {
                         close = true;
                         break;
                     }
-                    if out.len() >= OUT_FLUSH && !write_out(&mut sock, &mut out, idle).await {
-                        break 'conn;
+                    if out.len() >= OUT_FLUSH {
+                        settle(&shared, &mut out, &mut acks).await;
+                        if !write_out(&mut sock, &mut out, idle).await {
+                            break 'conn;
+                        }
                     }
                 }
                 Ok(None) => break,
@@ -360,6 +400,8 @@ async fn connection<L: ShardLock<Shard>>(
         }
         shared.stats.commands.fetch_add(executed, Ordering::Relaxed);
         inbuf.drain(..pos);
+        // One wait per batch of requests read from the socket, then one write of the replies.
+        settle(&shared, &mut out, &mut acks).await;
         if !write_out(&mut sock, &mut out, idle).await || close {
             if protocol_error {
                 linger(&mut sock).await;
@@ -374,6 +416,40 @@ async fn connection<L: ShardLock<Shard>>(
         }
     }
     let _ = sock.shutdown().await;
+}
+
+/// The reply to a write, at `out[start..end]`, that may go out only once log record `seq` is
+/// written.
+struct Ack {
+    start: usize,
+    end: usize,
+    seq: u64,
+}
+
+/// Before replies leave: waits until every log record they depend on is written (under
+/// `always`: on disk): the connection's own writes, and whatever was appended before its reads
+/// ran (a read may have seen a write not yet in the log; as in Redis, its reply goes out only
+/// after that write's record). The replies of writes whose records failed become errors.
+async fn settle<L: ShardLock<Shard>>(shared: &Shared<L>, out: &mut Vec<u8>, acks: &mut Vec<Ack>) {
+    let Some(log) = shared.store.log() else {
+        acks.clear();
+        return;
+    };
+    let upto = log.last_seq();
+    if let Err(failed) = log.wait(upto).await {
+        if acks.iter().any(|a| a.seq >= failed.from) {
+            let mut fixed = Vec::with_capacity(out.len());
+            let mut at = 0;
+            for a in acks.iter().filter(|a| a.seq >= failed.from) {
+                fixed.extend_from_slice(&out[at..a.start]);
+                resp::error(&mut fixed, &failed.msg);
+                at = a.end;
+            }
+            fixed.extend_from_slice(&out[at..]);
+            *out = fixed;
+        }
+    }
+    acks.clear();
 }
 
 /// After a protocol error: half-close, then read and drop what the client still sends for a

@@ -8,13 +8,20 @@
 //! - single-key reads take one read lock, single-key writes one write lock;
 //! - multi-key commands lock every shard they touch in ascending shard order (so they are
 //!   atomic and cannot deadlock one another);
-//! - every write appends its log record *inside* its write critical section, holding the write
-//!   guard across the `.await`s of the log (see [`crate::aof`]);
-//! - `SAVE` holds one shard's read lock at a time, across the write of that shard's snapshot.
+//! - every write appends its log record to the log's current batch *inside* its write critical
+//!   section, before it changes the shard (so the log order is the order of the critical
+//!   sections, and a refused append changes nothing); the record is written by group commit
+//!   after the section ends, and the connection waits for it before it replies (see
+//!   [`crate::aof::Log`]);
+//! - `SAVE` holds one shard's read lock at a time, across the write of that shard's snapshot;
+//!   `FLUSHALL` waits for a running `SAVE` to end.
 //!
 //! Expiry is by absolute unix-millisecond deadline: reads hide expired entries, writes treat
-//! them as absent, and a periodic sweep ([`Store::sweep`]) removes them using a per-shard heap
-//! of deadlines. Expiries are never logged: records carry the deadline, so replay drops them.
+//! them as absent. Due entries are removed by the writes themselves (each write to a shard
+//! removes up to two due entries of it, so a stream of short-lived keys cannot outrun the
+//! reclaiming) and by an adaptive background sweep ([`Store::sweep`]) that goes on pass after
+//! pass while due entries remain. Both use a per-shard heap of deadlines. Expiries are never
+//! logged: records carry the deadline, so replay drops them.
 
 use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;
@@ -177,10 +184,29 @@ impl Shard {
         self.deadlines.peek().map(|r| r.0 .0)
     }
 
-    /// Removes up to `budget` expired entries; returns how many.
-    fn sweep(&mut self, now: u64, budget: usize) -> usize {
+    /// Sets or clears (0) the deadline of an existing entry.
+    fn set_expire(&mut self, h: u64, key: &[u8], at: u64) {
+        let Some(e) = self.get_mut(h, key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut e.expire_at, at);
+        if old != 0 {
+            self.volatile -= 1;
+        }
+        if at != 0 {
+            self.volatile += 1;
+            self.deadlines.push(Reverse((at, h)));
+            if self.deadlines.len() > 2 * self.volatile + 1024 {
+                self.rebuild_deadlines();
+            }
+        }
+    }
+
+    /// Looks at up to `pops` deadlines due by `now` and removes the entries that are really
+    /// due (a deadline may be stale: the key was overwritten or deleted); returns how many.
+    fn sweep(&mut self, now: u64, pops: usize) -> usize {
         let mut removed = 0;
-        while removed < budget {
+        for _ in 0..pops {
             match self.deadlines.peek() {
                 Some(&Reverse((t, h))) if t <= now => {
                     self.deadlines.pop();
@@ -202,6 +228,11 @@ impl Shard {
         }
         removed
     }
+
+    /// Whether a deadline is due by `now`.
+    fn due(&self, now: u64) -> bool {
+        self.next_deadline().is_some_and(|t| t <= now)
+    }
 }
 
 /// How `SET` treats the deadline.
@@ -220,6 +251,33 @@ pub struct SetOpts {
     pub expiry: Expiry,
     pub nx: bool,
     pub xx: bool,
+    /// `GET`: return the old value.
+    pub get: bool,
+}
+
+/// What `SET` did.
+#[derive(Debug)]
+pub struct SetOutcome {
+    /// Whether the value was stored (`NX`/`XX` may prevent it).
+    pub stored: bool,
+    /// The old live value, when `GET` was given.
+    pub old: Option<Vec<u8>>,
+}
+
+/// The `NX`/`XX`/`GT`/`LT` condition of `EXPIRE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpireCond {
+    Always,
+    /// Only if the key has no deadline.
+    Nx,
+    /// Only if it has one.
+    Xx,
+    /// Only if the new deadline is later (no deadline counts as infinite).
+    Gt,
+    /// Only if the new deadline is earlier.
+    Lt,
+    /// `XX LT`: only if the key has a deadline and the new one is earlier.
+    XxLt,
 }
 
 /// Persistence settings.
@@ -246,6 +304,8 @@ pub struct Store<L> {
     /// Per shard: the `SAVE` epoch whose snapshot already holds this shard.
     flipped: Box<[AtomicU64]>,
     save_lock: tokio::sync::Mutex<()>,
+    /// Keys removed because their deadline passed (sweeps and writes).
+    expired: AtomicU64,
 }
 
 impl<L: ShardLock<Shard>> Store<L> {
@@ -260,6 +320,8 @@ impl<L: ShardLock<Shard>> Store<L> {
         let mut report = None;
         let mut log = None;
         if let Some(p) = persistence {
+            // Before anything in the directory is read or changed.
+            let dir_lock = aof::lock_dir(&p.dir)?;
             let now = now_ms();
             let locate = |key: &[u8]| shard_of(&hasher, nshards, key);
             let r = aof::load(&p.dir, |op| match op {
@@ -304,7 +366,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 Op::FlushAll => shards.iter_mut().for_each(Shard::clear),
                 Op::End(_) => {}
             })?;
-            log = Some(Log::open(&p.dir, r.base, p.fsync, p.io)?);
+            log = Some(Log::open(&p.dir, r.base, p.fsync, p.io, dir_lock)?);
             report = Some(r);
         }
         let store = Store {
@@ -313,6 +375,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             log,
             flipped: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             save_lock: tokio::sync::Mutex::new(()),
+            expired: AtomicU64::new(0),
         };
         Ok((store, report))
     }
@@ -335,15 +398,31 @@ impl<L: ShardLock<Shard>> Store<L> {
         self.flipped[shard].load(Ordering::Relaxed) == epoch
     }
 
-    async fn log_append(
+    /// Appends a record to the log's batch (inside the caller's write section, before it
+    /// changes anything) and notes its sequence number in `seq` for the reply to wait on.
+    fn log_append(
         &self,
-        rec: Vec<u8>,
-        for_rewrite: impl FnOnce(u64) -> Option<Vec<u8>>,
+        seq: &mut u64,
+        rec: impl FnOnce(&mut Vec<u8>),
+        rewrite: impl FnOnce(u64, &mut Vec<u8>),
     ) -> StoreResult<()> {
-        match &self.log {
-            Some(log) => log.append(&rec, for_rewrite).await,
-            None => Ok(()),
+        if let Some(log) = &self.log {
+            *seq = log.append(rec, rewrite)?;
         }
+        Ok(())
+    }
+
+    /// Removes up to two due entries of a shard the caller is writing anyway.
+    fn reclaim(&self, g: &mut Shard, clock: &mut Clock) {
+        if !g.deadlines.is_empty() && g.due(clock.now()) {
+            let n = g.sweep(clock.now(), 2);
+            self.expired.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Keys removed so far because their deadline passed.
+    pub fn expired_keys(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
     }
 
     // ---- reads ------------------------------------------------------------------------------
@@ -476,35 +555,51 @@ impl<L: ShardLock<Shard>> Store<L> {
     }
 
     // ---- writes -----------------------------------------------------------------------------
+    //
+    // Every write: take the write lock(s), decide, append the record to the log batch (an error
+    // there changes nothing), apply. `seq` gets the record's sequence number.
 
-    /// `SET`; returns whether the value was stored (`NX`/`XX` may prevent it).
-    pub async fn set(&self, key: &[u8], value: Vec<u8>, opts: SetOpts) -> StoreResult<bool> {
+    /// `SET`; see [`SetOutcome`].
+    pub async fn set(
+        &self,
+        key: &[u8],
+        value: Vec<u8>,
+        opts: SetOpts,
+        seq: &mut u64,
+    ) -> StoreResult<SetOutcome> {
         let (i, h) = self.locate(key);
         let mut g = self.shards[i].write().await;
         let mut clock = Clock::new();
         let existing = g.get(h, key).filter(|e| clock.live(e));
+        let old = if opts.get {
+            existing.map(|e| e.value.clone())
+        } else {
+            None
+        };
         if (opts.nx && existing.is_some()) || (opts.xx && existing.is_none()) {
-            return Ok(false);
+            return Ok(SetOutcome { stored: false, old });
         }
         let expire_at = match opts.expiry {
             Expiry::None => 0,
             Expiry::At(t) => t,
             Expiry::Keep => existing.map_or(0, |e| e.expire_at),
         };
-        if self.log.is_some() {
-            let rec = aof::rec_set(key, &value, expire_at);
-            self.log_append(rec, |ep| {
-                self.flipped(i, ep)
-                    .then(|| aof::rec_set(key, &value, expire_at))
-            })
-            .await?;
-        }
+        self.log_append(
+            seq,
+            |out| aof::put_set(out, key, &value, expire_at),
+            |ep, out| {
+                if self.flipped(i, ep) {
+                    aof::put_set(out, key, &value, expire_at)
+                }
+            },
+        )?;
         g.insert(h, key, Entry { value, expire_at });
-        Ok(true)
+        self.reclaim(&mut g, &mut clock);
+        Ok(SetOutcome { stored: true, old })
     }
 
     /// `INCRBY`; the deadline, if any, is kept.
-    pub async fn incr_by(&self, key: &[u8], delta: i64) -> StoreResult<i64> {
+    pub async fn incr_by(&self, key: &[u8], delta: i64, seq: &mut u64) -> StoreResult<i64> {
         let (i, h) = self.locate(key);
         let mut g = self.shards[i].write().await;
         let mut clock = Clock::new();
@@ -520,20 +615,102 @@ impl<L: ShardLock<Shard>> Store<L> {
             .checked_add(delta)
             .ok_or("ERR increment or decrement would overflow")?;
         let value = new.to_string().into_bytes();
-        if self.log.is_some() {
-            let rec = aof::rec_set(key, &value, expire_at);
-            self.log_append(rec, |ep| {
-                self.flipped(i, ep)
-                    .then(|| aof::rec_set(key, &value, expire_at))
-            })
-            .await?;
-        }
+        self.log_append(
+            seq,
+            |out| aof::put_set(out, key, &value, expire_at),
+            |ep, out| {
+                if self.flipped(i, ep) {
+                    aof::put_set(out, key, &value, expire_at)
+                }
+            },
+        )?;
         g.insert(h, key, Entry { value, expire_at });
+        self.reclaim(&mut g, &mut clock);
         Ok(new)
     }
 
+    /// `EXPIRE` and friends: `when` is the new deadline in unix ms (at or before now: the key
+    /// is deleted). Returns whether the key existed and the condition held.
+    pub async fn expire(
+        &self,
+        key: &[u8],
+        when: i64,
+        cond: ExpireCond,
+        seq: &mut u64,
+    ) -> StoreResult<bool> {
+        let (i, h) = self.locate(key);
+        let mut g = self.shards[i].write().await;
+        let mut clock = Clock::new();
+        let Some(e) = g.get(h, key).filter(|e| clock.live(e)) else {
+            return Ok(false);
+        };
+        let current = e.expire_at;
+        let ok = match cond {
+            ExpireCond::Always => true,
+            ExpireCond::Nx => current == 0,
+            ExpireCond::Xx => current != 0,
+            ExpireCond::Gt => current != 0 && when > current as i64,
+            ExpireCond::Lt => current == 0 || when < current as i64,
+            ExpireCond::XxLt => current != 0 && when < current as i64,
+        };
+        if !ok {
+            return Ok(false);
+        }
+        if when <= clock.now() as i64 {
+            self.log_append(
+                seq,
+                |out| aof::put_del(out, std::iter::once(key)),
+                |ep, out| {
+                    if self.flipped(i, ep) {
+                        aof::put_del(out, std::iter::once(key))
+                    }
+                },
+            )?;
+            g.remove(h, key);
+        } else {
+            let at = when as u64;
+            let value = &e.value;
+            self.log_append(
+                seq,
+                |out| aof::put_set(out, key, value, at),
+                |ep, out| {
+                    if self.flipped(i, ep) {
+                        aof::put_set(out, key, value, at)
+                    }
+                },
+            )?;
+            g.set_expire(h, key, at);
+        }
+        Ok(true)
+    }
+
+    /// `PERSIST`: clears the deadline; whether the key had one.
+    pub async fn persist(&self, key: &[u8], seq: &mut u64) -> StoreResult<bool> {
+        let (i, h) = self.locate(key);
+        let mut g = self.shards[i].write().await;
+        let mut clock = Clock::new();
+        let Some(e) = g.get(h, key).filter(|e| clock.live(e)) else {
+            return Ok(false);
+        };
+        if e.expire_at == 0 {
+            return Ok(false);
+        }
+        let value = &e.value;
+        self.log_append(
+            seq,
+            |out| aof::put_set(out, key, value, 0),
+            |ep, out| {
+                if self.flipped(i, ep) {
+                    aof::put_set(out, key, value, 0)
+                }
+            },
+        )?;
+        g.set_expire(h, key, 0);
+        Ok(true)
+    }
+
     /// `DEL`; returns how many live keys were removed.
-    pub async fn del(&self, keys: &[Vec<u8>]) -> StoreResult<i64> {
+    pub async fn del(&self, keys: &[Vec<u8>], seq: &mut u64) -> StoreResult<i64> {
         let located: Vec<(usize, u64)> = keys.iter().map(|k| self.locate(k)).collect();
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
@@ -552,18 +729,20 @@ impl<L: ShardLock<Shard>> Store<L> {
         if doomed.is_empty() {
             return Ok(0);
         }
-        if self.log.is_some() {
-            let rec = aof::rec_del(doomed.iter().map(|&(n, _)| &keys[n][..]));
-            self.log_append(rec, |ep| {
+        self.log_append(
+            seq,
+            |out| aof::put_del(out, doomed.iter().map(|&(n, _)| &keys[n][..])),
+            |ep, out| {
                 let part: Vec<&[u8]> = doomed
                     .iter()
                     .filter(|&&(_, i)| self.flipped(i, ep))
                     .map(|&(n, _)| &keys[n][..])
                     .collect();
-                (!part.is_empty()).then(|| aof::rec_del(part.into_iter()))
-            })
-            .await?;
-        }
+                if !part.is_empty() {
+                    aof::put_del(out, part.into_iter())
+                }
+            },
+        )?;
         for &(n, i) in &doomed {
             let g = &mut guards[idx.binary_search(&i).unwrap()];
             g.remove(located[n].1, &keys[n]);
@@ -572,26 +751,28 @@ impl<L: ShardLock<Shard>> Store<L> {
     }
 
     /// `MSET` of `pairs` (flattened key, value, key, value...); atomic across shards.
-    pub async fn mset(&self, kv: Vec<Vec<u8>>) -> StoreResult<()> {
+    pub async fn mset(&self, kv: Vec<Vec<u8>>, seq: &mut u64) -> StoreResult<()> {
         let located: Vec<(usize, u64)> = kv.chunks(2).map(|p| self.locate(&p[0])).collect();
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
         for &i in &idx {
             guards.push(self.shards[i].write().await);
         }
-        if self.log.is_some() {
-            let rec = aof::rec_mset(kv.chunks(2).map(|p| (&p[0][..], &p[1][..])));
-            self.log_append(rec, |ep| {
+        self.log_append(
+            seq,
+            |out| aof::put_mset(out, kv.chunks(2).map(|p| (&p[0][..], &p[1][..]))),
+            |ep, out| {
                 let part: Vec<(&[u8], &[u8])> = kv
                     .chunks(2)
                     .zip(&located)
                     .filter(|(_, &(i, _))| self.flipped(i, ep))
                     .map(|(p, _)| (&p[0][..], &p[1][..]))
                     .collect();
-                (!part.is_empty()).then(|| aof::rec_mset(part.into_iter()))
-            })
-            .await?;
-        }
+                if !part.is_empty() {
+                    aof::put_mset(out, part.into_iter())
+                }
+            },
+        )?;
         let mut it = kv.into_iter();
         for &(i, h) in &located {
             let (key, value) = (it.next().unwrap(), it.next().unwrap());
@@ -605,21 +786,27 @@ impl<L: ShardLock<Shard>> Store<L> {
                 },
             );
         }
+        let mut clock = Clock::new();
+        for g in guards.iter_mut() {
+            self.reclaim(g, &mut clock);
+        }
         Ok(())
     }
 
-    /// `FLUSHALL`: all write locks, in order.
-    pub async fn flushall(&self) -> StoreResult<()> {
+    /// `FLUSHALL`: waits for a running `SAVE` to end, then takes all write locks, in order.
+    ///
+    /// Waiting matters: during a `SAVE` the new log may only hold records about shards already
+    /// snapshotted. A `FLUSHALL` logged there would also wipe, at replay, the keys written
+    /// after it to shards snapshotted later (they are in the snapshot, which replay loads
+    /// first).
+    pub async fn flushall(&self, seq: &mut u64) -> StoreResult<()> {
+        let _no_save_running = self.save_lock.lock().await;
         let mut guards = Vec::with_capacity(self.shards.len());
         for s in self.shards.iter() {
             guards.push(s.write().await);
         }
-        if self.log.is_some() {
-            let rec = aof::rec_flushall();
-            // In the log being rewritten this also (rightly) wipes the shards snapshotted so
-            // far; the others are snapshotted after it, empty.
-            self.log_append(rec.clone(), |_| Some(rec)).await?;
-        }
+        // No SAVE runs, so nothing is asked for the new log.
+        self.log_append(seq, aof::put_flushall, |_, _| {})?;
         for g in guards.iter_mut() {
             g.clear();
         }
@@ -642,7 +829,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             let mut n = 0;
             for (_, k, e) in g.iter_from(0) {
                 if clock.live(e) {
-                    buf.extend_from_slice(&aof::rec_set(k, &e.value, e.expire_at));
+                    aof::put_set(&mut buf, k, &e.value, e.expire_at);
                     n += 1;
                 }
             }
@@ -659,17 +846,24 @@ impl<L: ShardLock<Shard>> Store<L> {
         log.finish_rewrite(snap).await
     }
 
-    /// Removes expired entries, at most `budget` per shard; returns how many.
-    pub async fn sweep(&self, budget: usize) -> usize {
+    /// One adaptive sweep pass: every shard with due entries is swept in chunks of up to
+    /// `chunk` deadlines per write-lock hold (the lock is released between chunks). Returns
+    /// how many keys were removed and whether due entries remain (the caller then runs
+    /// another pass at once instead of waiting for its next tick).
+    pub async fn sweep(&self, chunk: usize) -> (usize, bool) {
         let mut removed = 0;
+        let mut more = false;
         for s in self.shards.iter() {
             let now = now_ms();
-            let due = s.read().await.next_deadline().is_some_and(|t| t <= now);
-            if due {
-                removed += s.write().await.sweep(now, budget);
+            if !s.read().await.due(now) {
+                continue;
             }
+            let mut g = s.write().await;
+            removed += g.sweep(now, chunk);
+            more |= g.due(now);
         }
-        removed
+        self.expired.fetch_add(removed as u64, Ordering::Relaxed);
+        (removed, more)
     }
 
     /// The lock statistics of every shard that has any.
