@@ -55,7 +55,7 @@ pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRw
 pub use self::timeout::Elapsed;
 pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadGuard, Upgrade};
 
-use self::token::{Mode, Read, Token, Upgradable, Write};
+use self::token::{Read, Token, Upgradable, Write};
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
 use crate::raw::policy::Policy;
 use crate::raw::RawRwLock;
@@ -339,7 +339,9 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn read(&self) -> RwLockReadGuard<'_, T> {
-        Read::acquire(&self.raw).await;
+        if let Some(slow) = token::lock::<Read>(&self.raw) {
+            slow.await;
+        }
         // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
         // points to.
         unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
@@ -380,7 +382,9 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        Read::acquire(&self.raw).await;
+        if let Some(slow) = token::lock::<Read>(&self.raw) {
+            slow.await;
+        }
         let data = self.data_ptr();
         // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
         // points to.
@@ -427,7 +431,9 @@ impl<T: ?Sized> RwLock<T> {
     /// # });
     /// ```
     pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
-        Write::acquire(&self.raw).await;
+        if let Some(slow) = token::lock::<Write>(&self.raw) {
+            slow.await;
+        }
         // SAFETY: the acquire completed: we own the write lock of `self`, whose value
         // `data_ptr_mut` points to.
         unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) }
@@ -465,7 +471,9 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        Write::acquire(&self.raw).await;
+        if let Some(slow) = token::lock::<Write>(&self.raw) {
+            slow.await;
+        }
         let data = self.data_ptr_mut();
         // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
         // points to.
@@ -520,7 +528,9 @@ impl<T: ?Sized> RwLock<T> {
     /// # });
     /// ```
     pub async fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        Upgradable::acquire(&self.raw).await;
+        if let Some(slow) = token::lock::<Upgradable>(&self.raw) {
+            slow.await;
+        }
         // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
         // `data_ptr` points to.
         unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
@@ -567,7 +577,9 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
-        Upgradable::acquire(&self.raw).await;
+        if let Some(slow) = token::lock::<Upgradable>(&self.raw) {
+            slow.await;
+        }
         let data = self.data_ptr();
         // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
         // `data` points to.

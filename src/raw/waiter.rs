@@ -36,6 +36,9 @@ use crate::loom::lock;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Init,
+    /// Made by [`LockFuture::after_fast_path`]: the fast path failed, seeing this count
+    /// word (for a reader, with its bias in it, which the future owns until it queues).
+    FastFailed(usize),
     Yielding(u32),
     Queued,
     Done,
@@ -64,30 +67,17 @@ impl Drop for LockFuture<'_> {
             Phase::Queued => self.cancel(),
             // An upgrade not yet polled still owns the upgradable read lock.
             Phase::Init if self.node.kind == WaiterKind::Upgrade => self.release_upgradable(),
+            // Never polled after its fast path failed: a reader gives its bias back.
+            Phase::FastFailed(_) if self.node.kind == WaiterKind::Read => {
+                // SAFETY: the bias the failed fast path added is ours.
+                unsafe { self.lock.unlock_read() }
+            }
             _ => {}
         }
     }
 }
 
 impl<'a> LockFuture<'a> {
-    /// A pending read acquire of `lock`.
-    #[inline]
-    pub(crate) fn read(lock: &'a RawRwLock) -> Self {
-        Self::new(lock, WaiterKind::Read)
-    }
-
-    /// A pending write acquire of `lock`.
-    #[inline]
-    pub(crate) fn write(lock: &'a RawRwLock) -> Self {
-        Self::new(lock, WaiterKind::Write)
-    }
-
-    /// A pending upgradable-read acquire of `lock`.
-    #[inline]
-    pub(crate) fn upgradable_read(lock: &'a RawRwLock) -> Self {
-        Self::new(lock, WaiterKind::UpgradableRead)
-    }
-
     /// A pending upgrade of the upgradable read lock the caller owns on `lock`. The future
     /// owns that lock from now on: it trades it for the write lock, or releases it when
     /// dropped unfinished.
@@ -98,6 +88,28 @@ impl<'a> LockFuture<'a> {
     #[inline]
     pub(crate) unsafe fn upgrade(lock: &'a RawRwLock) -> Self {
         Self::new(lock, WaiterKind::Upgrade)
+    }
+
+    /// The lock future of an acquire whose fast path (as [`RawRwLock::read_fast`],
+    /// [`RawRwLock::write_fast`] or [`RawRwLock::try_upgradable_read`] take it) failed
+    /// with `seen`: it goes on with the slow path. The typed layer tries the fast path
+    /// first, so that an uncontended acquire never builds the future (and its node).
+    ///
+    /// # Safety
+    ///
+    /// `kind` is not an upgrade, and `seen` is what that fast path returned just now: for a
+    /// reader, the count word with the reader's bias in it, which the future takes over
+    /// (it keeps it as a lock, queues it, or gives it back when dropped).
+    #[inline]
+    pub(crate) unsafe fn after_fast_path(
+        lock: &'a RawRwLock,
+        kind: WaiterKind,
+        seen: usize,
+    ) -> Self {
+        debug_assert!(kind != WaiterKind::Upgrade);
+        let mut future = Self::new(lock, kind);
+        future.phase = Phase::FastFailed(seen);
+        future
     }
 
     #[inline]
@@ -115,27 +127,26 @@ impl<'a> LockFuture<'a> {
 impl Future for LockFuture<'_> {
     type Output = ();
 
-    /// The fast paths, inlined into the caller: one `fetch_add` for a reader, one CAS for
-    /// a writer. Everything else is in [`LockFuture::poll_slow`].
+    /// Moves on from a failed fast path (or, for an upgrade, tries its own); everything
+    /// else is in [`LockFuture::poll_slow`].
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // SAFETY: `node` is never moved out of (only `&` to it is taken, in `poll_slow`
         // and `cancel`); the other fields are not structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
+        if let Phase::FastFailed(seen) = this.phase {
+            // From here on, as after a failed fast path in phase `Init`.
+            this.phase = Phase::Init;
+            return this.poll_slow_traced(cx, seen);
+        }
         if this.phase == Phase::Init {
-            let fast = match this.node.kind {
-                WaiterKind::Read => this.lock.read_fast(),
-                WaiterKind::Write if this.lock.write_fast() => Ok(()),
-                WaiterKind::UpgradableRead if this.lock.try_upgradable_read() => Ok(()),
-                // SAFETY: an upgrader in phase `Init` owns the upgradable read lock.
-                WaiterKind::Upgrade if unsafe { this.lock.try_upgrade() } => Ok(()),
-                // The other slow paths reload the count.
-                WaiterKind::Write | WaiterKind::UpgradableRead | WaiterKind::Upgrade => Err(0),
-            };
-            return match fast {
-                Ok(()) => done(&mut this.phase),
-                Err(count) => this.poll_slow_traced(cx, count),
-            };
+            // Only an upgrade starts here (the other kinds start after their fast path):
+            // its own fast path.
+            debug_assert_eq!(this.node.kind, WaiterKind::Upgrade);
+            // SAFETY: an upgrade in phase `Init` owns the upgradable read lock.
+            if unsafe { this.lock.try_upgrade() } {
+                return done(&mut this.phase);
+            }
         }
         this.poll_slow_traced(cx, 0)
     }
@@ -250,6 +261,7 @@ impl LockFuture<'_> {
                 return this.yield_or_queue(cx, left);
             }
             Phase::Queued => {}
+            Phase::FastFailed(_) => unreachable!("`poll` moves on from `FastFailed`"),
             Phase::Done => panic!("a lock future polled after completion"),
         }
         // SAFETY: the node is ours, pinned, and was queued on `lock`.

@@ -5,7 +5,7 @@
 //! ([`Read`], [`Write`] or [`Upgradable`]), reached through `L`: `&'a RawRwLock` for the
 //! borrowed guards, `Arc<RwLock<T>>` for the owned ones. Its invariant: **a token exists
 //! exactly while its lock is owned.** A token is made only by [`Token::try_lock`], which
-//! takes the lock, by [`Token::new`] (unsafe) once a [`Mode::acquire`] future has taken it,
+//! takes the lock, by [`Token::new`] (unsafe) once [`lock`] has taken it,
 //! and by the mode changes and upgrades below, which consume the token that owned the lock
 //! without releasing it; its `Drop` is the only release. So the lock is owned by one token
 //! at a time, and released once.
@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::RwLock;
+use crate::raw::list::WaiterKind;
 use crate::raw::{LockFuture, RawRwLock};
 
 /// How a token reaches its raw lock.
@@ -57,8 +58,18 @@ pub(crate) trait Mode {
     /// Takes the lock in this mode if that needs no waiting.
     fn try_lock(raw: &RawRwLock) -> bool;
 
-    /// The future that takes the lock in this mode.
-    fn acquire(raw: &RawRwLock) -> LockFuture<'_>;
+    /// The uncontended path: takes the lock in one atomic step if it can. On failure,
+    /// what the slow path needs to go on (for a reader, the count word with its bias in
+    /// it): pass it to [`slow`](Self::slow) at once.
+    fn fast(raw: &RawRwLock) -> Result<(), usize>;
+
+    /// The future that takes the lock after [`fast`](Self::fast) failed with `seen`.
+    ///
+    /// # Safety
+    ///
+    /// `seen` is what `fast` returned just now, on `raw` (a reader's bias in the count goes
+    /// to the future).
+    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_>;
 
     /// Gives up the lock.
     ///
@@ -84,8 +95,14 @@ impl Mode for Read {
     }
 
     #[inline]
-    fn acquire(raw: &RawRwLock) -> LockFuture<'_> {
-        LockFuture::read(raw)
+    fn fast(raw: &RawRwLock) -> Result<(), usize> {
+        raw.read_fast()
+    }
+
+    #[inline]
+    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_> {
+        // SAFETY: forwarded from the caller.
+        unsafe { LockFuture::after_fast_path(raw, WaiterKind::Read, seen) }
     }
 
     #[inline]
@@ -102,8 +119,18 @@ impl Mode for Write {
     }
 
     #[inline]
-    fn acquire(raw: &RawRwLock) -> LockFuture<'_> {
-        LockFuture::write(raw)
+    fn fast(raw: &RawRwLock) -> Result<(), usize> {
+        if raw.write_fast() {
+            Ok(())
+        } else {
+            Err(0)
+        }
+    }
+
+    #[inline]
+    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_> {
+        // SAFETY: forwarded from the caller.
+        unsafe { LockFuture::after_fast_path(raw, WaiterKind::Write, seen) }
     }
 
     #[inline]
@@ -120,8 +147,18 @@ impl Mode for Upgradable {
     }
 
     #[inline]
-    fn acquire(raw: &RawRwLock) -> LockFuture<'_> {
-        LockFuture::upgradable_read(raw)
+    fn fast(raw: &RawRwLock) -> Result<(), usize> {
+        if raw.try_upgradable_read() {
+            Ok(())
+        } else {
+            Err(0)
+        }
+    }
+
+    #[inline]
+    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_> {
+        // SAFETY: forwarded from the caller.
+        unsafe { LockFuture::after_fast_path(raw, WaiterKind::UpgradableRead, seen) }
     }
 
     #[inline]
@@ -145,7 +182,7 @@ pub(crate) type BorrowedToken<'a, M> = Token<&'a RawRwLock, M>;
 pub(crate) type OwnedToken<T, M> = Token<Arc<RwLock<T>>, M>;
 
 impl<L: RawRef, M: Mode> Token<L, M> {
-    /// The token of a lock the caller has just taken: its [`M::acquire`](Mode::acquire)
+    /// The token of a lock the caller has just taken: its [`lock`]
     /// future completed. (The `async fn` that makes a guard awaits the acquire itself: an
     /// `async fn` of the token's would nest one future in the other, and make every
     /// acquire future larger.)
@@ -311,4 +348,15 @@ impl<'a> Future for Upgrading<'a> {
         // SAFETY: the upgrade completed: we own the write lock.
         acquire.poll(cx).map(|()| unsafe { Token::new(this.lock) })
     }
+}
+
+/// Takes the lock of `raw` in mode `M` if its fast path can; otherwise returns the lock
+/// future (with its wait-list node) to await, which goes on from where the fast path
+/// stopped. So an uncontended acquire builds no future and no node. Cancel safe, as the
+/// lock future is: the fast path either took the lock or hands what it holds (a reader's
+/// bias) to the future, which gives it back if dropped unpolled.
+#[inline]
+pub(crate) fn lock<M: Mode>(raw: &RawRwLock) -> Option<LockFuture<'_>> {
+    // SAFETY: `seen` is what the fast path returned just now, on `raw`.
+    M::fast(raw).err().map(|seen| unsafe { M::slow(raw, seen) })
 }

@@ -632,3 +632,20 @@ fn reader_overflow_is_a_clear_panic_not_a_wrap() {
     drop(last);
     assert_eq!(l.raw.count_word(), top);
 }
+
+#[test]
+fn a_lock_future_dropped_unpolled_after_a_failed_fast_path_gives_the_bias_back() {
+    // The typed layer polls the future in the same poll as the fast path, so this drop
+    // cannot happen through the API; the future still owns the bias and must not leak it.
+    use crate::raw::list::WaiterKind;
+    use crate::raw::LockFuture;
+    let l = lock(queue_at_once());
+    let w = l.try_write().unwrap();
+    let seen = l.raw.read_fast().unwrap_err();
+    assert_eq!(l.raw.count_word(), W | R);
+    // SAFETY: `seen` is what the fast path returned just now.
+    drop(unsafe { LockFuture::after_fast_path(&l.raw, WaiterKind::Read, seen) });
+    assert_eq!(l.raw.count_word(), W);
+    drop(w);
+    assert_idle(&l);
+}
