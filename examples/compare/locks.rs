@@ -185,6 +185,24 @@ impl Rwsem {
     }
 }
 
+/// With the crate's `stats` feature and `COMPARE_STATS=1`, each async-rwsem case prints
+/// its lock events to stderr when its lock is dropped (what spun, what queued, what was
+/// handed off): `COMPARE_STATS=1 cargo run --release --features stats --example compare`.
+#[cfg(feature = "stats")]
+impl Drop for Rwsem {
+    fn drop(&mut self) {
+        if std::env::var_os("COMPARE_STATS").is_some() {
+            let stats = self.0.stats();
+            let events: Vec<String> = stats
+                .counters()
+                .filter(|&(_, n)| n > 0)
+                .map(|(name, n)| format!("{name}={n}"))
+                .collect();
+            eprintln!("async-rwsem lock events: {}", events.join(" "));
+        }
+    }
+}
+
 impl AsyncLock for Rwsem {
     type ReadGuard<'a> = async_rwsem::RwLockReadGuard<'a, Shared>;
     type WriteGuard<'a> = async_rwsem::RwLockWriteGuard<'a, Shared>;

@@ -82,7 +82,10 @@ impl RawRwLock {
     ///   from it (starving readers queued behind) or burn its worker waiting for a task
     ///   that is not running.
     pub(crate) fn write_spin(&self) -> bool {
-        if self.count.load(Relaxed) & WAITERS != 0 {
+        let count = self.count.load(Relaxed);
+        if count & HANDOFF != 0
+            || count & (WRITER_LOCKED | WAITERS) == WAITERS && readers(count) > 0
+        {
             return false;
         }
         let cap = self.policy.writer_spin();
@@ -107,16 +110,29 @@ impl RawRwLock {
         let mut rounds = 0u32;
         loop {
             let count = self.count.load(Relaxed);
-            if count == 0 {
-                if self.write_fast_cas() {
+            if count & (LOCK_MASK | HANDOFF) == 0 {
+                // Free, and no handoff pending (`rwsem_try_write_lock_unqueued`): take it,
+                // even past queued waiters; the head that this passes over gets the
+                // handoff when it next finds the lock taken.
+                if self
+                    .count
+                    .compare_exchange(count, count | WRITER_LOCKED, Acquire, Relaxed)
+                    .is_ok()
+                {
                     self.spin.won(Spinner::Writer, cap, start.elapsed());
                     lockevent!(self, opt_lock);
                     return true;
                 }
                 continue;
             }
-            if count & WAITERS != 0 {
-                break; // someone queued: the lock is theirs next.
+            if count & HANDOFF != 0 {
+                break; // the lock is the head's next.
+            }
+            if count & (WRITER_LOCKED | WAITERS) == WAITERS {
+                // Readers hold the lock with waiters queued: most likely readers granted
+                // from the queue, whose tasks may not run for a while. Spinning on them
+                // teaches nothing about running owners: queue instead.
+                break;
             }
             rounds += 1;
             if spin_over(start, budget, rounds) {
