@@ -65,6 +65,11 @@ pub struct Policy {
     /// (`writer_spin`, `reader_spin`), as fixed budgets: a spin then lasts its whole cap
     /// whatever the spins before it taught.
     pub adaptive_spin: bool,
+    /// No arrival passes a non-empty queue: with waiters queued, no reader steals the lock
+    /// and no writer spins for it; they queue behind. Off by default (stealing is where the
+    /// throughput comes from, and the handoff bounds its unfairness); [`Policy::fifo`]
+    /// turns it on with the rest of a strict order.
+    pub strict_order: bool,
 }
 
 impl Policy {
@@ -76,6 +81,7 @@ impl Policy {
         reader_wake_batch: MAX_READER_WAKE_BATCH,
         reader_spin: Duration::from_micros(10),
         adaptive_spin: true,
+        strict_order: false,
     };
 
     /// The default policy: writers spin up to 10 us (one at a time, only while nobody is
@@ -178,6 +184,45 @@ impl Policy {
         self
     }
 
+    /// A strict first-come-first-served order, as `tokio::sync::RwLock` keeps it: every
+    /// acquire that has returned `Pending` keeps its place in the queue, a pending writer
+    /// holds back the readers that come after it, and no arrival passes a non-empty queue.
+    ///
+    /// It is the default policy with [`strict_order`](Policy#structfield.strict_order)
+    /// on, a zero [`handoff_timeout`](Policy#structfield.handoff_timeout) (the head gets
+    /// the lock at every release) and no writer yields (a writer's first `Pending` queues
+    /// it). Acquires that need not wait still take the fast paths, and a task that finds
+    /// the lock held with nobody queued may still spin for it. What the order costs in
+    /// throughput is in the README's *Performance* section.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{Policy, RwLock};
+    ///
+    /// let lock = RwLock::with_policy(0, Policy::fifo());
+    /// assert!(lock.policy().strict_order);
+    /// assert_eq!(lock.policy().handoff_timeout, Duration::ZERO);
+    /// ```
+    pub const fn fifo() -> Self {
+        Self::new()
+            .strict_order(true)
+            .handoff_timeout(Duration::ZERO)
+            .writer_yields(0)
+    }
+
+    /// Sets [`strict_order`](Policy#structfield.strict_order).
+    ///
+    /// ```
+    /// use async_rwsem::Policy;
+    ///
+    /// assert!(Policy::new().strict_order(true).strict_order);
+    /// ```
+    #[must_use]
+    pub const fn strict_order(mut self, strict: bool) -> Self {
+        self.strict_order = strict;
+        self
+    }
+
     /// Sets [`adaptive_spin`](Policy#structfield.adaptive_spin).
     ///
     /// ```
@@ -225,8 +270,14 @@ pub(crate) struct StoredPolicy {
     writer_yields: u16,
     /// `reader_wake_batch - 1`.
     reader_wake_batch: u8,
-    adaptive_spin: bool,
+    /// [`ADAPTIVE_SPIN`] and [`STRICT_ORDER`].
+    flags: u8,
 }
+
+/// `StoredPolicy::flags`: `Policy::adaptive_spin`.
+const ADAPTIVE_SPIN: u8 = 0b01;
+/// `StoredPolicy::flags`: `Policy::strict_order`.
+const STRICT_ORDER: u8 = 0b10;
 
 /// `handoff` value of `Duration::MAX` (no handoff).
 const HANDOFF_NEVER: u32 = u32::MAX;
@@ -246,7 +297,11 @@ impl StoredPolicy {
                 policy.writer_yields as u16
             },
             reader_wake_batch: (policy.reader_wake_batch - 1) as u8,
-            adaptive_spin: policy.adaptive_spin,
+            flags: if policy.adaptive_spin {
+                ADAPTIVE_SPIN
+            } else {
+                0
+            } | if policy.strict_order { STRICT_ORDER } else { 0 },
         }
     }
 
@@ -258,14 +313,21 @@ impl StoredPolicy {
             handoff_timeout: self.handoff_timeout(),
             reader_wake_batch: self.reader_wake_batch(),
             reader_spin: self.reader_spin(),
-            adaptive_spin: self.adaptive_spin,
+            adaptive_spin: self.adaptive_spin(),
+            strict_order: self.strict_order(),
         }
     }
 
     /// The learned spin budgets are used (else the caps).
     #[inline]
     pub(crate) fn adaptive_spin(&self) -> bool {
-        self.adaptive_spin
+        self.flags & ADAPTIVE_SPIN != 0
+    }
+
+    /// No arrival passes a non-empty queue.
+    #[inline]
+    pub(crate) fn strict_order(&self) -> bool {
+        self.flags & STRICT_ORDER != 0
     }
 
     #[inline]
@@ -356,7 +418,9 @@ mod tests {
                 .writer_yields(65_535)
                 .handoff_timeout(Duration::MAX)
                 .reader_wake_batch(256)
-                .adaptive_spin(false),
+                .adaptive_spin(false)
+                .strict_order(true),
+            Policy::fifo(),
             Policy::new().handoff_timeout(Duration::from_nanos(2_147_483_647)),
             Policy::new().handoff_timeout(Duration::from_secs(60)),
         ];

@@ -85,7 +85,9 @@ impl RawRwLock {
         // To keep a stream of readers from starving a waiter, do not steal a lock that
         // readers already own. (Over `max_readers` the lock is reader-owned too.)
         let reader_owned = count & WRITER_LOCKED == 0 && (rcnt > 1 || rcnt > self.max_readers());
-        if !reader_owned && count & (WRITER_LOCKED | HANDOFF) == 0 {
+        // Strict order: nobody passes a non-empty queue.
+        let may_pass = count & WAITERS == 0 || !self.policy.strict_order();
+        if may_pass && !reader_owned && count & (WRITER_LOCKED | HANDOFF) == 0 {
             lockevent!(self, rlock_steal);
             if rcnt == 1 && count & WAITERS != 0 {
                 // The first reader in: let the queued readers share the lock.
@@ -93,7 +95,7 @@ impl RawRwLock {
             }
             return true;
         }
-        if !reader_owned && count & (WRITER_LOCKED | HANDOFF) == WRITER_LOCKED {
+        if may_pass && !reader_owned && count & (WRITER_LOCKED | HANDOFF) == WRITER_LOCKED {
             let cap = self.policy.reader_spin();
             if let Some(budget) = self.spin_budget(Spinner::Reader, cap) {
                 // SAFETY: our bias is in the count; taking it back is a read unlock.
@@ -177,7 +179,7 @@ impl RawRwLock {
             if count & WRITER_LOCKED == 0 {
                 let old = self.count.fetch_add(READER_BIAS, Acquire);
                 let stealable = old & (WRITER_LOCKED | HANDOFF | READ_FAIL) == 0
-                    && (readers(old) == 0 || old & WAITERS == 0)
+                    && (readers(old) == 0 && !self.policy.strict_order() || old & WAITERS == 0)
                     && self.reader_room(readers(old));
                 if stealable {
                     self.spin.won(Spinner::Reader, cap, start.elapsed());

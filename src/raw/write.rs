@@ -85,6 +85,7 @@ impl RawRwLock {
         let count = self.count.load(Relaxed);
         if count & HANDOFF != 0
             || count & (WRITER_LOCKED | WAITERS) == WAITERS && readers(count) > 0
+            || count & WAITERS != 0 && self.policy.strict_order()
         {
             return false;
         }
@@ -125,7 +126,7 @@ impl RawRwLock {
                 }
                 continue;
             }
-            if count & HANDOFF != 0 {
+            if count & HANDOFF != 0 || count & WAITERS != 0 && self.policy.strict_order() {
                 break; // the lock is the head's next.
             }
             if count & (WRITER_LOCKED | WAITERS) == WAITERS {
