@@ -66,9 +66,9 @@ pub struct Policy {
     /// whatever the spins before it taught.
     pub adaptive_spin: bool,
     /// No arrival passes a non-empty queue: with waiters queued, no reader steals the lock
-    /// and no writer spins for it; they queue behind. Off by default (stealing is where the
-    /// throughput comes from, and the handoff bounds its unfairness); [`Policy::fifo`]
-    /// turns it on with the rest of a strict order.
+    /// (or spins for it); it queues behind them, as writers always do. Off by default
+    /// (stealing is where the throughput comes from, and the handoff bounds its
+    /// unfairness); [`Policy::fifo`] turns it on with the rest of a strict order.
     pub strict_order: bool,
 }
 

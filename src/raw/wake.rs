@@ -43,7 +43,6 @@ impl RawRwLock {
     /// `rwsem_cond_wake_waiter`: after a change that may let the head run.
     pub(super) fn cond_wake(&self, list: &mut WaitList, count: usize, wakers: &mut WakeList) {
         if count & WRITER_LOCKED != 0 {
-            self.reader_head_handoff(list);
             return;
         }
         let wake_type = if count & READER_MASK != 0 {
@@ -52,27 +51,6 @@ impl RawRwLock {
             WakeType::Any
         };
         self.mark_wake(list, wake_type, wakers);
-    }
-
-    /// A writer holds the lock and a reader heads the queue: the readers are next. Request
-    /// the handoff now, so that the writer's release grants them and no spinning writer
-    /// passes them: a queued reader is passed over at most once, as a woken writer head
-    /// is (it asks for the handoff when it loses a race).
-    fn reader_head_handoff(&self, list: &WaitList) {
-        let Some(head) = list.head() else { return };
-        // SAFETY: linked nodes are alive while we hold the wait lock.
-        let kind = unsafe { head.as_ref() }.kind;
-        if !matches!(kind, WaiterKind::Read | WaiterKind::UpgradableRead)
-            || self.policy.handoff_never()
-        {
-            return;
-        }
-        let set = self.count.fetch_update(Relaxed, Relaxed, |count| {
-            (count & WRITER_LOCKED != 0 && count & HANDOFF == 0).then_some(count | HANDOFF)
-        });
-        if set.is_ok() {
-            lockevent!(self, rlock_handoff);
-        }
     }
 
     /// `rwsem_mark_wake`: wake or grant the head of the queue, under the wait lock. Wakers

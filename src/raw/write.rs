@@ -82,11 +82,7 @@ impl RawRwLock {
     ///   from it (starving readers queued behind) or burn its worker waiting for a task
     ///   that is not running.
     pub(crate) fn write_spin(&self) -> bool {
-        let count = self.count.load(Relaxed);
-        if count & HANDOFF != 0
-            || count & (WRITER_LOCKED | WAITERS) == WAITERS && readers(count) > 0
-            || count & WAITERS != 0 && self.policy.strict_order()
-        {
+        if self.count.load(Relaxed) & WAITERS != 0 {
             return false;
         }
         let cap = self.policy.writer_spin();
@@ -111,29 +107,16 @@ impl RawRwLock {
         let mut rounds = 0u32;
         loop {
             let count = self.count.load(Relaxed);
-            if count & (LOCK_MASK | HANDOFF) == 0 {
-                // Free, and no handoff pending (`rwsem_try_write_lock_unqueued`): take it,
-                // even past queued waiters; the head that this passes over gets the
-                // handoff when it next finds the lock taken.
-                if self
-                    .count
-                    .compare_exchange(count, count | WRITER_LOCKED, Acquire, Relaxed)
-                    .is_ok()
-                {
+            if count == 0 {
+                if self.write_fast_cas() {
                     self.spin.won(Spinner::Writer, cap, start.elapsed());
                     lockevent!(self, opt_lock);
                     return true;
                 }
                 continue;
             }
-            if count & HANDOFF != 0 || count & WAITERS != 0 && self.policy.strict_order() {
-                break; // the lock is the head's next.
-            }
-            if count & (WRITER_LOCKED | WAITERS) == WAITERS {
-                // Readers hold the lock with waiters queued: most likely readers granted
-                // from the queue, whose tasks may not run for a while. Spinning on them
-                // teaches nothing about running owners: queue instead.
-                break;
+            if count & WAITERS != 0 {
+                break; // someone queued: the lock is theirs next.
             }
             rounds += 1;
             if spin_over(start, budget, rounds) {
