@@ -26,11 +26,13 @@
 //! # When not to use it
 //!
 //! - If no critical section holds the lock across an `.await`, a synchronous lock
-//!   (`parking_lot::RwLock`, `std::sync::RwLock`) used from async code is simpler and at
-//!   least as fast: it is the ceiling this lock is measured against.
-//! - If you need strict first-in-first-out order (every waiter served in arrival order
-//!   whatever it costs), use `tokio::sync::RwLock`: this lock lets arrivals steal the lock
-//!   from the queue for throughput, and bounds the unfairness with a timed handoff instead.
+//!   (`parking_lot::RwLock`, `std::sync::RwLock`) used from async code is simpler, and
+//!   still faster on short contended sections (the README's *Performance* section has
+//!   the figures): it is the ceiling this lock is measured against.
+//! - If you need strict first-in-first-out order whatever it costs, build the lock with
+//!   [`Policy::fifo`], or use `tokio::sync::RwLock`: by default this lock lets arrivals
+//!   steal the lock from the queue for throughput, and bounds the unfairness with a timed
+//!   handoff instead.
 //!
 //! # Design
 //!
@@ -44,27 +46,39 @@
 //! unless someone waits: no mutex on the uncontended paths, and no allocation on any path,
 //! because each waiter's queue node lives inside its own pinned acquire future.
 //!
-//! **Stealing.** A reader whose `fetch_add` finds the waiters bit set does not queue at
-//! once: if no writer holds the lock, no handoff is pending and readers do not already
-//! own it, it keeps its bias and so *steals* the lock, and then grants the queued readers
-//! too. A reader never joins readers that own the lock while someone waits, so a stream
-//! of readers cannot starve a queued writer. A writer that finds the lock held spins on
-//! the count word for a few microseconds and takes the lock the moment it is free, then
-//! gives its worker thread back to the executor (the owner may be a task on the same
-//! thread), and only then queues. A woken queued writer is not handed the lock: it
-//! competes for it, so the lock stays busy while woken tasks are still being scheduled,
-//! which is where a strictly first-come-first-served lock loses its throughput.
+//! **Stealing and spinning.** A reader whose `fetch_add` finds the waiters bit set does
+//! not queue at once: if no writer holds the lock, no handoff is pending and readers do
+//! not already own it, it keeps its bias and so *steals* the lock, and then grants the
+//! queued readers too. A reader never joins readers that own the lock while someone
+//! waits, so a stream of readers cannot starve a queued writer. A reader that finds a
+//! writer inside spins on the count word, and takes the lock the moment the writer
+//! leaves. A writer that finds the lock held spins the same way, then gives its worker
+//! thread back to the executor once (the owner may be a task on the same thread), and
+//! only then queues. A woken queued writer is not handed the lock: it competes for it,
+//! so the lock stays busy while woken tasks are still being scheduled, which is where a
+//! strictly first-come-first-served lock loses its throughput.
+//!
+//! **Adaptive spinning.** The kernel spins only while the owner runs on a CPU. A task
+//! holding a guard may instead be suspended in an `.await`, which nothing in an executor
+//! reports; but the spins' outcomes do. So each lock learns, for readers and for writers
+//! apart, how long a spin may last: a spin that wins after `t` moves the budget halfway to
+//! `2t + 1 us`, one that runs out halves it, and at zero one contended acquire in 32
+//! probes with a short spin. Sections that never await keep a budget near their length;
+//! sections that await (or worker threads descheduled, with more workers than cores) stop
+//! paying for spins after a few misses, and the lock notices within milliseconds when the
+//! workload changes. No clock is read on the uncontended paths. The policy's
+//! `reader_spin` and `writer_spin` cap the budgets (`adaptive_spin(false)` makes the caps
+//! fixed budgets).
 //!
 //! **What differs from the kernel.** A woken thread runs within microseconds; a woken
 //! task waits in its executor's run queue behind every other ready task, so a rule that
 //! lets arrivals race the woken waiter hands the arrivals almost every race. Two rules
 //! keep the kernel's algorithm fair inside an executor, both chosen by measurement (the
 //! `compare` example): a writer spins only while nobody is queued, one writer at a time
-//! (the kernel spins only while the owner is on a CPU, and queues its spinners), and
-//! neither spins nor retries against a non-empty queue (it queues, and takes the lock
-//! then only if it is free at that instant); and a woken waiter that finds the lock
-//! taken asks for the handoff at once. Readers still steal, at most once per wake-up of
-//! the head.
+//! (the kernel queues its spinners), and neither spins nor retries against a non-empty
+//! queue (it queues, and takes the lock then only if it is free at that instant); and a
+//! woken waiter that finds the lock taken asks for the handoff at once. Readers still
+//! steal, at most once per wake-up of the head.
 //!
 //! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
 //! records when it queued; once the head of the queue has waited longer than the policy's
@@ -85,24 +99,51 @@
 //! unlinks itself and, if it was the head, wakes the next head; a node that was granted
 //! the lock but never polled releases it.
 //!
+//! **Size.** A lock is 48 bytes on 64-bit targets, as `tokio::sync::RwLock<()>`: the count
+//! word, the wait lock with its one-pointer (ring) wait list, the policy stored in 16
+//! bytes, the reader limit and the learned spin budgets. The `stats` feature adds 8 bytes
+//! per counter.
+//!
+//! # Map of the source
+//!
+//! | file | what lives there |
+//! |---|---|
+//! | `src/raw/count.rs` | the count word's bits, their invariants, and every place that sets or clears a flag |
+//! | `src/raw/list.rs` | the wait-list node and its states, the intrusive ring list, the list of wakers to call |
+//! | `src/raw/read.rs` | readers: fast path, release, steal, spin, queue |
+//! | `src/raw/write.rs` | writers: fast path, release, spin, queue, `try_write_lock` |
+//! | `src/raw/upgrade.rs` | upgradable reads, upgrades, downgrades |
+//! | `src/raw/wake.rs` | waking and granting: `mark_wake`, the one grant, the one queued write lock |
+//! | `src/raw/waiter.rs` | the lock future, its re-polls and its cancellation |
+//! | `src/raw/spin.rs` | the learned spin budgets |
+//! | `src/raw/policy.rs`, `src/raw/stats.rs` | the policy and how a lock stores it; the lock-event counters |
+//! | `src/raw/tests/` | the transition tests against the count word, the list's tests, the loom models |
+//! | `src/rwlock.rs` | `RwLock<T>`: construction and every acquire, grouped by guard kind; the `Send`/`Sync` impls and the variance table |
+//! | `src/rwlock/token.rs` | lock tokens: the one place the typed layer takes, changes and releases a lock |
+//! | `src/rwlock/guard.rs`, `owned.rs`, `upgradable.rs` | the guards (borrowed, owned, upgradable) and the `Upgrade` future |
+//! | `src/rwlock/blocking.rs`, `timeout.rs` | the blocking acquires; the timed ones (feature `tokio`) |
+//! | `src/loom.rs` | where the atomics, the mutex and `UnsafeCell` come from (std or loom) |
+//!
 //! # Choosing a policy
 //!
-//! Each lock carries a [`Policy`]: the writer spin budget and yield count (throughput for
-//! short sections, wasted CPU for long ones), the handoff timeout (shorter is fairer and
-//! slower; `Duration::MAX` turns the bound off), the reader wake batch, and an optional
-//! bounded reader spin (helps short mixed sections, fragments reader batches). The
-//! defaults follow the kernel where the measurements agree and the measurements where
-//! they do not: `Policy::new`'s documentation gives the figures, and
+//! Each lock carries a [`Policy`]: the caps of the learned reader and writer spin budgets
+//! and the writers' yield count (throughput for short sections; the learning keeps
+//! sections that await from paying), the handoff timeout (shorter is fairer and slower;
+//! `Duration::MAX` turns the bound off), the reader wake batch, and whether arrivals may
+//! pass a non-empty queue at all. The defaults follow the kernel where the measurements
+//! agree and the measurements where they do not: `Policy::new`'s documentation says
+//! where they come from, the README's *Performance* section has the figures, and
 //! `cargo run --release --example compare -- --sweep` redraws the trade-off curve
 //! (throughput against fairness, per handoff timeout and spin budget) on your machine.
 //!
 //! | knob | raise it when | lower it when |
 //! |---|---|---|
 //! | `handoff_timeout` | throughput matters more than the worst wait | a class of tasks (readers, or writers) falls behind; `ZERO` hands the lock to the head at every release, and queued waiters never pass each other |
-//! | `writer_spin` | sections are short and never await, and queues are rare | workers are few and busy (it only ever spins with an empty queue) |
+//! | `writer_spin` (the cap of the learned budget) | sections are short and never await, and queues are rare | workers are few and busy (it only ever spins with an empty queue) |
 //! | `writer_yields` | owners are often tasks on the same worker | writers should queue at once |
 //! | `reader_wake_batch` | many readers queue behind writers | a burst of granted readers delays a writer too long |
-//! | `reader_spin` | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11) |
+//! | `reader_spin` (the cap of the learned budget) | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11); `ZERO` turns it off |
+//! | `strict_order` ([`Policy::fifo`]) | code relies on tokio's first-come-first-served order | throughput matters (stealing is off) |
 //!
 //! # Feature flags
 //!

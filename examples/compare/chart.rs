@@ -311,8 +311,8 @@ const SWEEP_PALETTE: [RGBColor; 6] = [
 pub struct SweepPoint {
     /// Workload name.
     pub workload: String,
-    /// Writer spin budget, microseconds.
-    pub spin_us: u64,
+    /// The line it belongs to: the spin cap and whether the budget is learned.
+    pub series: String,
     /// Handoff timeout label ("0", "250us", "4ms", "off").
     pub handoff: String,
     /// Fairness (x).
@@ -322,7 +322,7 @@ pub struct SweepPoint {
 }
 
 /// The sweep chart: one panel per workload, throughput against fairness, one line per
-/// writer spin budget through the handoff timeouts; reference locks as single points.
+/// spin setting through the handoff timeouts; reference locks as single points.
 pub fn sweep_chart(
     path: &Path,
     points: &[SweepPoint],
@@ -349,9 +349,12 @@ pub fn sweep_chart(
     ))
     .map_err(err)?;
     let panels = body.split_evenly((1, n));
-    let mut spins: Vec<u64> = points.iter().map(|p| p.spin_us).collect();
-    spins.sort_unstable();
-    spins.dedup();
+    let mut spins: Vec<&str> = Vec::new();
+    for p in points {
+        if !spins.contains(&p.series.as_str()) {
+            spins.push(&p.series);
+        }
+    }
     let mut ref_locks: Vec<&str> = Vec::new();
     for r in references {
         if !ref_locks.contains(&r.lock.as_str()) {
@@ -369,7 +372,7 @@ pub fn sweep_chart(
         .map_err(err)?;
         top.draw(&Circle::new((x + 9, 46), 3, color.filled()))
             .map_err(err)?;
-        let text = format!("writer spin {spin} us");
+        let text = spin.to_string();
         x += 26;
         top.draw(&Text::new(
             text.clone(),
@@ -425,7 +428,7 @@ pub fn sweep_chart(
             let color = SWEEP_PALETTE[k % SWEEP_PALETTE.len()];
             let line: Vec<(f64, f64)> = pts
                 .iter()
-                .filter(|p| p.spin_us == *spin)
+                .filter(|p| p.series == *spin)
                 .map(|p| (p.fairness, p.ops_per_s))
                 .collect();
             chart
@@ -439,7 +442,7 @@ pub fn sweep_chart(
                 .map_err(err)?;
             let label_style = TextStyle::from(("sans-serif", 10).into_font()).color(&color);
             chart
-                .draw_series(pts.iter().filter(|p| p.spin_us == *spin).map(|p| {
+                .draw_series(pts.iter().filter(|p| p.series == *spin).map(|p| {
                     Text::new(
                         p.handoff.clone(),
                         (p.fairness, p.ops_per_s),

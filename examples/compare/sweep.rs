@@ -1,7 +1,10 @@
-//! `--sweep`: async-rwsem alone over a grid of handoff timeouts and writer spin budgets, on
-//! the workloads where the policy matters (by default the kernel's two handoff measurements
-//! and filebench's randomrw), with reference locks as single points. Written as
-//! `sweep.json` and `sweep.svg` (throughput against fairness, one line per spin budget).
+//! `--sweep`: async-rwsem alone over a grid of handoff timeouts and spin settings, on the
+//! workloads where the policy matters (by default the kernel's two handoff measurements
+//! and filebench's randomrw), with reference locks as single points. A spin setting is a
+//! cap for both readers and writers, learned within it (the default rule) or spent whole
+//! every time (a fixed budget, `adaptive_spin(false)`: the rule the learning replaced).
+//! Written as `sweep.json` and `sweep.svg` (throughput against fairness, one line per spin
+//! setting).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,7 +52,7 @@ const HANDOFFS: [Duration; 6] = [
     Duration::MAX,
 ];
 
-/// Writer spin budgets swept.
+/// Spin caps swept (readers' and writers'), each learned and fixed.
 const SPINS: [Duration; 4] = [
     Duration::ZERO,
     Duration::from_micros(5),
@@ -74,12 +77,39 @@ fn handoff_label(d: Duration) -> String {
 pub struct SweepRecord {
     /// Workload name.
     pub workload: String,
-    /// `Policy::writer_spin`, microseconds.
+    /// `Policy::writer_spin` and `Policy::reader_spin`, microseconds.
     pub writer_spin_us: u64,
+    /// `Policy::adaptive_spin` (absent in older files: learned).
+    #[serde(default = "learned")]
+    pub adaptive_spin: bool,
     /// `Policy::handoff_timeout`, microseconds; `null` = off (`Duration::MAX`).
     pub handoff_timeout_us: Option<u64>,
     /// The figures.
     pub result: CaseResult,
+}
+
+fn learned() -> bool {
+    true
+}
+
+/// The line a point belongs to.
+fn series(spin_us: u64, adaptive: bool) -> String {
+    match (spin_us, adaptive) {
+        (0, _) => "no spin".into(),
+        (us, true) => format!("spin {us} us, learned"),
+        (us, false) => format!("spin {us} us, fixed"),
+    }
+}
+
+/// The spin settings of the grid: every cap learned, and every non-zero cap fixed.
+fn spin_settings() -> Vec<(Duration, bool)> {
+    SPINS
+        .iter()
+        .flat_map(|&spin| {
+            let fixed = (!spin.is_zero()).then_some((spin, false));
+            std::iter::once((spin, true)).chain(fixed)
+        })
+        .collect()
 }
 
 /// The whole sweep file.
@@ -116,7 +146,7 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
             .filter(|l| *l != LockKind::AsyncRwsem)
             .collect()
     };
-    let grid = HANDOFFS.len() * SPINS.len();
+    let grid = HANDOFFS.len() * spin_settings().len();
     eprintln!(
         "sweep: {} workload(s) x {grid} policies (+{} reference lock(s)), {threads} worker \
          thread(s), {:.2}s window + {:.2}s warm-up per point",
@@ -137,23 +167,26 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
             progress.finish(&what, &summary(&r));
             references.push(r);
         }
-        for spin in SPINS {
+        for (spin, adaptive) in spin_settings() {
             for handoff in HANDOFFS {
                 let what = format!(
-                    "{} / spin {}us handoff {}",
+                    "{} / {} handoff {}",
                     wid.name(),
-                    spin.as_micros(),
+                    series(spin.as_micros() as u64, adaptive),
                     handoff_label(handoff)
                 );
                 progress.start(&what);
                 let policy = RwsemPolicy::new()
                     .writer_spin(spin)
+                    .reader_spin(spin)
+                    .adaptive_spin(adaptive)
                     .handoff_timeout(handoff);
                 let r = run_one(&w, LockKind::AsyncRwsem, threads, timing, Some(policy));
                 progress.finish(&what, &summary(&r));
                 points.push(SweepRecord {
                     workload: wid.name().into(),
                     writer_spin_us: spin.as_micros() as u64,
+                    adaptive_spin: adaptive,
                     handoff_timeout_us: (handoff != Duration::MAX)
                         .then_some(handoff.as_micros() as u64),
                     result: r,
@@ -166,7 +199,7 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
         || references.iter().any(|r| r.status == Status::Error);
 
     println!(
-        "{:<14} {:>8} {:>8} {:>9} {:>6} {:>17} {:>17} {:>22}",
+        "{:<14} {:>20} {:>8} {:>9} {:>6} {:>17} {:>17} {:>22}",
         "workload",
         "spin",
         "handoff",
@@ -189,11 +222,11 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
             .unwrap_or_else(|| "-".into())
         };
         if r.status != Status::Ok {
-            println!("{label:<14} {spin:>8} {handoff:>8} {}", summary(r));
+            println!("{label:<14} {spin:>20} {handoff:>8} {}", summary(r));
             return;
         }
         println!(
-            "{:<14} {:>8} {:>8} {:>9} {:>6} {:>17} {:>17} {:>22}",
+            "{:<14} {:>20} {:>8} {:>9} {:>6} {:>17} {:>17} {:>22}",
             label,
             spin,
             handoff,
@@ -224,7 +257,7 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
                 .unwrap_or_else(|| "off".into());
             row(
                 wid.name(),
-                &format!("{}us", p.writer_spin_us),
+                &series(p.writer_spin_us, p.adaptive_spin),
                 &handoff,
                 &p.result,
             );
@@ -258,7 +291,7 @@ fn draw(report: &SweepReport, out: &Path) -> Result<PathBuf, String> {
         .filter_map(|p| {
             Some(SweepPoint {
                 workload: p.workload.clone(),
-                spin_us: p.writer_spin_us,
+                series: series(p.writer_spin_us, p.adaptive_spin),
                 handoff: p
                     .handoff_timeout_us
                     .map(|us| handoff_label(Duration::from_micros(us)))

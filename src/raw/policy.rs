@@ -84,15 +84,17 @@ impl Policy {
         strict_order: false,
     };
 
-    /// The default policy: writers spin up to 10 us (one at a time, only while nobody is
-    /// queued) then yield once, the handoff timeout is 1 ms, a wake-up grants up to 256
-    /// readers, readers do not spin.
+    /// The default policy: readers and writers spin for a learned budget of at most 10 us
+    /// (writers one at a time, only while nobody is queued), writers then yield once, the
+    /// handoff timeout is 1 ms, a wake-up grants up to 256 readers, arrivals may pass the
+    /// queue (bounded by the handoff).
     ///
     /// The handoff timeout was picked from the policy sweep of the `compare` example
     /// (`cargo run --release --example compare -- --sweep`): 1 ms kept the 240-writer
     /// case fair and the readers of the awaiting 8+8 case above a third of the operations,
-    /// where the kernel's 4 ms did not. The README's *Performance* section has the
-    /// figures; 10 us of writer spin is the kernel's figure.
+    /// where the kernel's 4 ms did not. 10 us of spin is the kernel's writer figure; one
+    /// yield measured better than none. The README's *Performance* section has the
+    /// figures.
     ///
     /// ```
     /// use std::time::Duration;
