@@ -1,4 +1,4 @@
-//! The typed API of issue 3, one poll at a time (`tokio-test`): owned guards, mapped
+//! The typed API, one poll at a time (`tokio-test`): owned guards, mapped
 //! guards, `downgrade_map`, the blocking acquires and (feature `tokio`) the timeouts.
 //!
 //! The count word is checked after each step with the kernel's encoding: bit 0 writer,
