@@ -51,7 +51,8 @@ HAVE_REDIS=$(command -v redis-server >/dev/null && echo 1 || echo "")
 
 echo "building (release)..." >&2
 timeout 900 cargo build --release --quiet --example kvserver --example ycsb
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
+# Absolute: redis-server resolves its --logfile after moving into its --dir.
+TARGET_DIR=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)
 KV=$TARGET_DIR/release/examples/kvserver
 YCSB_BIN=$TARGET_DIR/release/examples/ycsb
 
