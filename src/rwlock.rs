@@ -608,6 +608,9 @@ impl<T: ?Sized> RwLock<T> {
     }
 }
 
+/// Prints what `tokio::sync::RwLock` prints: `RwLock { data: 7 }`, or
+/// `RwLock { data: <locked> }` when a read lock cannot be taken without waiting (the policy
+/// is not printed; [`RwLock::policy`] gives it).
 impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RwLock");
@@ -615,7 +618,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
             Ok(guard) => d.field("data", &&*guard),
             Err(_) => d.field("data", &format_args!("<locked>")),
         };
-        d.finish_non_exhaustive()
+        d.finish()
     }
 }
 

@@ -80,8 +80,13 @@ use crate::loom::{lock, spin_loop, AtomicUsize, Mutex};
 macro_rules! define_new {
     ($($const:tt)?) => {
         pub(crate) $($const)? fn new(policy: Policy, max_readers: usize) -> Self {
-            assert!(max_readers > 0, "max_readers must be at least 1");
-            assert!(max_readers <= Self::MAX_READERS, "max_readers is too large");
+            // The first message is tokio's, word for word.
+            assert!(max_readers > 0, "a RwLock may not be created with 0 readers");
+            assert!(
+                max_readers <= Self::MAX_READERS,
+                "a RwLock may not be created with more readers than its count word can count \
+                 (2^55 - 1 on 64-bit targets, 2^23 - 1 on 32-bit ones)"
+            );
             Self {
                 count: AtomicUsize::new(0),
                 wait_list: Mutex::new(WaitList::new()),
