@@ -39,6 +39,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 pub(crate) mod blocking;
+#[cfg(feature = "tokio")]
+pub(crate) mod coop;
 pub(crate) mod guard;
 pub(crate) mod owned;
 #[cfg(feature = "tokio")]
@@ -344,7 +346,10 @@ impl<T: ?Sized> RwLock<T> {
         }
         // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
         // points to.
-        unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
+        let guard = unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
@@ -388,7 +393,10 @@ impl<T: ?Sized> RwLock<T> {
         let data = self.data_ptr();
         // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
         // points to.
-        unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) }
+        let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for reading through an `Arc` if that needs no waiting, as
@@ -436,7 +444,10 @@ impl<T: ?Sized> RwLock<T> {
         }
         // SAFETY: the acquire completed: we own the write lock of `self`, whose value
         // `data_ptr_mut` points to.
-        unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) }
+        let guard = unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for writing if the lock is free and no handoff to a waiter is pending.
@@ -477,7 +488,10 @@ impl<T: ?Sized> RwLock<T> {
         let data = self.data_ptr_mut();
         // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
         // points to.
-        unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) }
+        let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for writing through an `Arc` if the lock is free, as
@@ -533,7 +547,11 @@ impl<T: ?Sized> RwLock<T> {
         }
         // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
         // `data_ptr` points to.
-        unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
+        let guard =
+            unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for an upgradable read if that needs no waiting: no writer, no other
@@ -583,7 +601,10 @@ impl<T: ?Sized> RwLock<T> {
         let data = self.data_ptr();
         // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
         // `data` points to.
-        unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) }
+        let guard = unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for an upgradable read through an `Arc` if that needs no waiting, as

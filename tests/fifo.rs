@@ -304,8 +304,8 @@ async fn try_downgrade_map() {
     })
     .expect_err("the closure declined");
     assert_pending!(read_t.poll());
-    let read_guard1 =
-        RwLockWriteGuard::try_downgrade_map(write_guard, |v| Some(v)).expect("the closure accepted");
+    let read_guard1 = RwLockWriteGuard::try_downgrade_map(write_guard, |v| Some(v))
+        .expect("the closure accepted");
     let read_guard2 = assert_ready!(read_t.poll());
     assert!(std::ptr::eq(&*read_guard1, &*read_guard2));
 }

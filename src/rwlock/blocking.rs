@@ -40,7 +40,13 @@ thread_local! {
 ///
 /// A wake-up before the park makes the park return at once (the thread's unpark token),
 /// and a spurious return only costs a poll, so no wake-up is ever lost.
+///
+/// With the feature `tokio`, the future runs outside tokio's cooperative budget: inside a
+/// runtime a spent budget would defer the wake-up until the task's poll returns, which a
+/// blocked thread never does.
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    #[cfg(feature = "tokio")]
+    let future = super::coop::unconstrained(future);
     let mut future = pin!(future);
     // In a thread-local destructor the cached waker may be gone: make one.
     let waker = WAKER
