@@ -113,6 +113,31 @@ impl fmt::Display for TryLockError {
 
 impl Error for TryLockError {}
 
+/// Lets `?` take tokio's error in a function that returns this crate's (feature `tokio`),
+/// so that code moved over from tokio can try this lock and a `tokio::sync::Mutex` (or
+/// `RwLock`) in one function:
+///
+/// ```
+/// use async_rwsem::{RwLock, TryLockError};
+///
+/// fn sum(a: &RwLock<u32>, b: &tokio::sync::Mutex<u32>) -> Result<u32, TryLockError> {
+///     Ok(*a.try_read()? + *b.try_lock()?)
+/// }
+///
+/// let (a, b) = (RwLock::new(1), tokio::sync::Mutex::new(2));
+/// assert_eq!(sum(&a, &b), Ok(3));
+/// let held = b.try_lock().unwrap();
+/// assert!(sum(&a, &b).is_err());
+/// # drop(held);
+/// ```
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+impl From<tokio::sync::TryLockError> for TryLockError {
+    fn from(_: tokio::sync::TryLockError) -> Self {
+        TryLockError(())
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Construction (and `into_inner`).
 
