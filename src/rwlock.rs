@@ -3,11 +3,11 @@
 //! # Where things are
 //!
 //! - This file: [`RwLock`] itself. Its construction (and `into_inner`); its access
-//!   without locking (`get_mut`, `policy`, `stats`); every async and `try_` acquire, in
-//!   one `impl` block per guard kind (read, write, upgradable read), each borrowed
-//!   acquire followed by its owned form (`*_owned`, through an `Arc`); and, under "Auto
-//!   traits and variance", the `Send`/`Sync` impls of every public type and the variance
-//!   of each.
+//!   without locking (`get_mut`, `policy`, `is_locked`, `is_locked_exclusive`, `stats`);
+//!   every async and `try_` acquire, in one `impl` block per guard kind (read, write,
+//!   upgradable read), each borrowed acquire followed by its owned form (`*_owned`,
+//!   through an `Arc`); and, under "Auto traits and variance", the `Send`/`Sync` impls of
+//!   every public type and the variance of each.
 //! - [`blocking`]: the blocking acquires, `blocking_read`, `blocking_write`, their owned
 //!   forms and `blocking_upgradable_read`.
 //! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
@@ -308,6 +308,44 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn policy(&self) -> Policy {
         self.raw.policy()
+    }
+
+    /// Whether the lock is held at this instant, in any mode (as `parking_lot`'s
+    /// `is_locked`): by a reader, the upgradable reader or a writer. Only a snapshot,
+    /// for assertions and diagnostics: by the time it returns the lock may have changed
+    /// hands, and for an instant a reader on its way to the queue counts as a holder.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(0);
+    /// assert!(!lock.is_locked());
+    /// let r = lock.try_read().unwrap();
+    /// assert!(lock.is_locked());
+    /// assert!(!lock.is_locked_exclusive());
+    /// drop(r);
+    /// assert!(!lock.is_locked());
+    /// ```
+    pub fn is_locked(&self) -> bool {
+        self.raw.is_locked()
+    }
+
+    /// Whether a writer holds the lock at this instant (as `parking_lot`'s
+    /// `is_locked_exclusive`): a write guard, mapped or not, or the upgrade of an
+    /// upgradable read. A snapshot, as for [`is_locked`](Self::is_locked).
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(0);
+    /// let w = lock.try_write().unwrap();
+    /// assert!(lock.is_locked_exclusive());
+    /// assert!(lock.is_locked());
+    /// drop(w);
+    /// assert!(!lock.is_locked_exclusive());
+    /// ```
+    pub fn is_locked_exclusive(&self) -> bool {
+        self.raw.is_write_locked()
     }
 
     /// A snapshot of this lock's event counters (feature `stats`).

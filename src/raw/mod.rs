@@ -67,9 +67,10 @@ pub(crate) mod tests;
 
 pub(crate) use waiter::LockFuture;
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use self::count::{READER_SHIFT, READ_FAIL};
+use self::count::{LOCK_MASK, READER_SHIFT, READ_FAIL, WRITER_LOCKED};
 use self::list::{WaitList, WaiterKind, WakeList};
 use self::policy::{Policy, StoredPolicy};
 use self::spin::SpinState;
@@ -205,6 +206,20 @@ impl RawRwLock {
             // SAFETY: forwarded from the caller.
             WaiterKind::UpgradableRead => unsafe { self.unlock_upgradable() },
         }
+    }
+
+    /// Is the lock owned in any mode? A snapshot of the count word: a reader on its way to
+    /// the queue (whose bias is in the count for an instant) counts as an owner.
+    #[inline]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.count.load(Relaxed) & LOCK_MASK != 0
+    }
+
+    /// Does a writer own the lock (a write lock, or an upgrade's)? A snapshot of the count
+    /// word.
+    #[inline]
+    pub(crate) fn is_write_locked(&self) -> bool {
+        self.count.load(Relaxed) & WRITER_LOCKED != 0
     }
 
     /// Starts the count word at `count` (tests only: a lock with readers already "inside"

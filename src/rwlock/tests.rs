@@ -18,6 +18,8 @@ use tokio_test::{assert_pending, assert_ready};
 
 use crate::raw::tests::support::*;
 
+mod conveniences;
+
 type Pair = (u32, Vec<u32>);
 
 fn pair_lock() -> RwLock<Pair> {
