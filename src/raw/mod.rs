@@ -29,6 +29,8 @@
 //!   or was woken and lost the race, `HANDOFF` is set and the next release grants the head
 //!   the lock directly; meanwhile nobody else may take it. This bounds the unfairness that
 //!   stealing buys throughput with.
+//! - **Fair unlocks** ([`fair`], `parking_lot`'s `unlock_fair`): an owner sets `HANDOFF`
+//!   for the head before it releases, so that the release grants the head directly.
 //! - **Waking** ([`wake`], the kernel's `rwsem_mark_wake`): a head writer is woken alone
 //!   (or granted the lock directly under handoff); a head reader means every queued reader,
 //!   skipping writers, up to the batch limit, is granted in one atomic add (with at most
@@ -51,6 +53,7 @@
 //! linked in memory about to be freed and no count half-updated.
 
 pub(crate) mod count;
+mod fair;
 pub(crate) mod list;
 pub(crate) mod policy;
 pub(crate) mod stats;
