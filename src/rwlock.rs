@@ -9,7 +9,8 @@
 //!   through an `Arc`); and, under "Auto traits and variance", the `Send`/`Sync` impls of
 //!   every public type and the variance of each.
 //! - [`blocking`]: the blocking acquires, `blocking_read`, `blocking_write`, their owned
-//!   forms and `blocking_upgradable_read`.
+//!   forms and `blocking_upgradable_read`, and the timed ones, `try_read_for`,
+//!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
 //! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
 //! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and
 //!   [`RwLockMappedWriteGuard`].

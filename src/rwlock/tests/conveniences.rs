@@ -163,3 +163,72 @@ fn unlock_fair_of_every_guard() {
     assert_idle(&l);
     assert_eq!(Arc::strong_count(&l), 1);
 }
+
+// ---------------------------------------------------------------------------------------
+// Timed blocking acquires.
+
+/// A timed acquire that runs out returns `None` no sooner than its deadline, and leaves
+/// nothing held or queued; one that can be taken at once is taken even with no time left.
+#[test]
+fn timed_acquires_give_up_with_nothing_held_or_queued() {
+    let l = RwLock::with_policy(0, queue_at_once());
+    let timeout = Duration::from_millis(10);
+    let w = l.try_write().unwrap();
+    let start = std::time::Instant::now();
+    assert!(l.try_read_for(timeout).is_none());
+    assert!(start.elapsed() >= timeout);
+    assert!(l.try_write_for(timeout).is_none());
+    assert!(l.try_upgradable_read_for(timeout).is_none());
+    let past = std::time::Instant::now();
+    assert!(l.try_read_until(past).is_none());
+    assert!(l.try_write_until(past).is_none());
+    assert!(l.try_upgradable_read_until(past).is_none());
+    assert_eq!(l.raw.count_word(), W);
+    assert_eq!(l.raw.queue_len(), 0);
+    drop(w);
+
+    // Free: taken at once, with a zero timeout or a deadline already past.
+    let r = l.try_read_for(Duration::ZERO).unwrap();
+    let up = l.try_upgradable_read_until(past).unwrap();
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG);
+    assert!(l.try_write_for(timeout).is_none());
+    assert!(l.try_upgradable_read_for(timeout).is_none());
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG);
+    drop((r, up));
+    *l.try_write_until(past).unwrap() += 1;
+    // No deadline an `Instant` can hold: waits as a blocking acquire does.
+    assert_eq!(*l.try_read_for(Duration::MAX).unwrap(), 1);
+    assert_idle(&l);
+}
+
+/// A timed acquire waiting on another thread's lock gets it when that thread lets go in
+/// time, queued as any waiter (a writer's release grants it).
+#[test]
+fn timed_acquires_get_the_lock_released_in_time() {
+    let l = Arc::new(RwLock::with_policy(0, queue_at_once()));
+    let w = l.try_write().unwrap();
+    let waiter = {
+        let l = Arc::clone(&l);
+        thread::spawn(move || {
+            let mut g = l.try_write_for(Duration::from_secs(60)).expect("in time");
+            *g += 1;
+            let r = RwLockWriteGuard::downgrade(g);
+            *r
+        })
+    };
+    wait_for_queue(&l, 1);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
+    drop(w);
+    assert_eq!(waiter.join().unwrap(), 1);
+    // An upgradable reader waits for the one inside, beside plain readers.
+    let up = l.try_upgradable_read().unwrap();
+    let waiter = {
+        let l = Arc::clone(&l);
+        thread::spawn(move || l.try_upgradable_read_for(Duration::from_secs(60)).is_some())
+    };
+    wait_for_queue(&l, 1);
+    assert_eq!(l.raw.count_word(), R | UPG | WAITERS);
+    drop(up);
+    assert!(waiter.join().unwrap());
+    assert_idle(&l);
+}
