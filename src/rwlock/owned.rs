@@ -139,7 +139,7 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
 impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
     /// Releases the read lock fairly: if anyone is queued, the head of the queue is handed
     /// the lock, and no task arriving meanwhile takes it first, then drops the guard's
-    /// `Arc` (see [`RwLockReadGuard::unlock_fair`]).
+    /// `Arc` (see [`RwLockReadGuard::unlock_fair`](crate::RwLockReadGuard::unlock_fair)).
     ///
     /// An associated function (`OwnedRwLockReadGuard::unlock_fair(guard)`), not a method,
     /// so that it does not hide a method of the same name on the value.
@@ -432,7 +432,7 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
 impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// Releases the write lock fairly: if anyone is queued, the head of the queue is handed
     /// the lock, and no task arriving meanwhile takes it first, then drops the guard's
-    /// `Arc` (see [`RwLockWriteGuard::unlock_fair`]).
+    /// `Arc` (see [`RwLockWriteGuard::unlock_fair`](crate::RwLockWriteGuard::unlock_fair)).
     ///
     /// An associated function (`OwnedRwLockWriteGuard::unlock_fair(guard)`), not a method,
     /// so that it does not hide a method of the same name on the value.
@@ -602,7 +602,7 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
 impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
     /// Releases the write lock fairly: if anyone is queued, the head of the queue is handed
     /// the lock, and no task arriving meanwhile takes it first, then drops the guard's
-    /// `Arc` (see [`RwLockWriteGuard::unlock_fair`]).
+    /// `Arc` (see [`RwLockWriteGuard::unlock_fair`](crate::RwLockWriteGuard::unlock_fair)).
     ///
     /// An associated function (`OwnedRwLockMappedWriteGuard::unlock_fair(guard)`), not a
     /// method, so that it does not hide a method of the same name on the value.
