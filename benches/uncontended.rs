@@ -5,11 +5,17 @@
 //! its first poll), so the figure is the acquire future's construction, the lock and the
 //! unlock: what a task pays when nobody else wants the lock. `parking_lot` is the ceiling:
 //! a synchronous lock with the same atomic fast paths and no future around them.
+//!
+//! `read_in_a_runtime` times the same acquire awaited in a loop inside a current-thread
+//! tokio runtime, where tokio's cooperative budget applies: with the feature `tokio` this
+//! lock takes a unit of budget per acquire and yields every 128, as tokio's lock does
+//! (`cargo bench --features tokio --bench uncontended`); without it, it never yields.
 
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -74,5 +80,37 @@ fn try_lock(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, read, write, try_lock);
+/// Times `iters` awaits of `acquire()` (each guard dropped at once) in one `block_on` of
+/// `runtime`, so that tokio's budget applies to them.
+fn awaited_in<F: Future>(
+    runtime: &tokio::runtime::Runtime,
+    iters: u64,
+    acquire: impl Fn() -> F,
+) -> std::time::Duration {
+    runtime.block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(acquire().await);
+        }
+        start.elapsed()
+    })
+}
+
+fn read_in_a_runtime(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("read_in_a_runtime");
+    let rwsem = async_rwsem::RwLock::new(1u64);
+    let tokio = tokio::sync::RwLock::new(1u64);
+    g.bench_function("async-rwsem", |b| {
+        b.iter_custom(|iters| awaited_in(&runtime, iters, || black_box(&rwsem).read()))
+    });
+    g.bench_function("tokio", |b| {
+        b.iter_custom(|iters| awaited_in(&runtime, iters, || black_box(&tokio).read()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, read, write, try_lock, read_in_a_runtime);
 criterion_main!(benches);

@@ -29,10 +29,13 @@
 //!   (`parking_lot::RwLock`, `std::sync::RwLock`) used from async code is simpler, and
 //!   still faster on short contended sections (the README's *Performance* section has
 //!   the figures): it is the ceiling this lock is measured against.
-//! - If you need strict first-in-first-out order whatever it costs, build the lock with
-//!   [`Policy::fifo`], or use `tokio::sync::RwLock`: by default this lock lets arrivals
-//!   steal the lock from the queue for throughput, and bounds the unfairness with a timed
-//!   handoff instead.
+//! - If every waiter must be served in arrival order whatever it costs, and you want no
+//!   knobs: by default this lock lets arrivals steal the lock from the queue for
+//!   throughput, and bounds the unfairness with a timed handoff instead. It keeps
+//!   `tokio::sync::RwLock`'s strict order when built with [`Policy::fifo`] (every scenario
+//!   of tokio's own `RwLock` tests passes against that), at the cost in throughput the
+//!   README's *Performance* section gives; `tokio::sync::RwLock` itself is the simpler
+//!   choice if that order is all you need.
 //!
 //! # Design
 //!
@@ -85,7 +88,9 @@
 //! handoff timeout (1 ms by default, chosen from the policy sweep; the kernel uses 4 ms),
 //! or has lost a race after a wake-up, the handoff bit is set and the next release grants
 //! the head the lock directly (a reader head with every queued reader), while every fast
-//! path and every steal fails meanwhile. The kernel's measurement of this bound (240
+//! path and every steal fails meanwhile. A guard's `unlock_fair` (`parking_lot`'s name)
+//! asks for the handoff on demand: its release hands the lock to the head at once. The
+//! kernel's measurement of this bound (240
 //! writers, 5 us sections) took per-thread operations from 1/7,792/173,696 min/mean/max to
 //! 5,842/6,542/7,458; this lock's own figures for the same shape are in the README's
 //! *Performance* section. A cancelled head passes the bit to the next one.
@@ -151,7 +156,26 @@
 //! |---|---|---|
 //! | `stats` | off | `RwLock::stats()`: per-lock counters of the kernel's lock events |
 //! | `tracing` | off | `tracing` events (target `async_rwsem::contention`, level TRACE) named after the kernel's tracepoints: `contention_begin` when an acquire first has to wait, `contention_end` when it stops waiting, with `wait_us` and `acquired` (false: the acquire was dropped) |
-//! | `tokio` | off | `RwLock::read_timeout` and `RwLock::write_timeout`, which give up after a `Duration` (with the error `Elapsed`) and leave nothing held or queued; they run on tokio's timer, so they need a tokio runtime with time enabled |
+//! | `tokio` | off | tokio's cooperative scheduling: inside a tokio runtime every async acquire takes a unit of the task's budget, as tokio's own lock does (see below); `RwLock::read_timeout`, `write_timeout` and `upgradable_read_timeout`, which give up after a `Duration` (with the error `Elapsed`) and leave nothing held or queued, on tokio's timer (they need a tokio runtime with time enabled); `From<tokio::sync::TryLockError>` for `TryLockError` |
+//!
+//! **Cooperative scheduling** (feature `tokio`). Inside a tokio runtime a task gets a
+//! budget of operations per turn, and tokio's own resources make it yield once the budget
+//! is spent, so that a task whose awaits are always ready still lets its neighbours run.
+//! With the feature on, every async acquire (`read`, `write`, `upgradable_read` and their
+//! owned forms) takes one unit once it owns the lock, and a task whose budget is spent
+//! yields there, holding the lock, as tokio's lock does since tokio 1.54: so on a
+//! current-thread runtime `while !*flag.read().await {}` lets the task that writes the flag
+//! run (without the feature that loop never yields, and spins forever). The `try_`
+//! acquires take no budget (they cannot yield), nor do upgrades and downgrades (they take
+//! no new lock), nor the blocking acquires (a blocked thread cannot yield to tokio).
+//! Outside a tokio runtime the check is one thread-local read and never yields: about 2 to
+//! 3 ns an acquire on the bench machine (`cargo bench --features tokio --bench uncontended`).
+//! A task that must not yield can opt out with `tokio::task::coop::unconstrained`.
+//!
+//! It is part of the `tokio` feature rather than a feature of its own because the budget
+//! only matters inside a tokio runtime, where the users of that feature already are (its
+//! timeouts run on tokio's timer), and because a flag of its own would leave the endless
+//! polling loop above to everyone who does not know to turn it on.
 //!
 //! # Migrating from `tokio::sync::RwLock`
 //!
@@ -161,13 +185,15 @@
 //!
 //! | `tokio::sync` | `async_rwsem` | what differs |
 //! |---|---|---|
-//! | `RwLock::new`, `RwLock::const_new` | the same (`new` is `const` too) | the lock is fair only within a bound: arrivals may steal it from queued waiters, and a queued waiter is handed the lock once it has waited the policy's `handoff_timeout`; tokio serves waiters strictly in arrival order |
-//! | `RwLock::with_max_readers`, `const_with_max_readers` | the same (both `const`), plus `with_policy_and_max_readers` | `max_readers` is a `u32` and any value from 1 up is accepted (0 panics); without a limit the count word bounds the readers (2^55 - 1 on 64-bit; one more is a panic, never a wrap) |
+//! | `RwLock::new`, `RwLock::const_new` | the same (`new` is `const` too) | the lock is fair only within a bound: arrivals may steal it from queued waiters, and a queued waiter is handed the lock once it has waited the policy's `handoff_timeout`; tokio serves waiters strictly in arrival order, as this lock does when built with `RwLock::with_policy(value, Policy::fifo())` (the crate's `tests/fifo.rs` runs every scenario of tokio's own `RwLock` tests against that) |
+//! | `RwLock::with_max_readers`, `const_with_max_readers` | the same (both `const`), plus `with_policy_and_max_readers` | 0 panics with tokio's message (`a RwLock may not be created with 0 readers`); tokio also panics above `u32::MAX >> 3` readers, where this lock accepts every `u32` on 64-bit targets (the count word holds 2^55 - 1 readers; on 32-bit ones 2^23 - 1, past which it panics); without a limit the count word bounds the readers (one more is a panic, never a wrap) |
 //! | `read`, `write`, `try_read`, `try_write` | the same | a writer that finds the lock held spins and yields before it queues, so a `try_read` may still succeed beside a writer that has been polled but not queued yet; tokio's writer queues at once |
 //! | `read_owned`, `write_owned`, `try_read_owned`, `try_write_owned` | the same | |
 //! | `blocking_read`, `blocking_write` | the same, plus `blocking_read_owned`, `blocking_write_owned` | tokio's panic when called inside a runtime; these cannot tell, and deadlock if the lock's holder needs the blocked thread |
-//! | `get_mut`, `into_inner`, `Default`, `From<T>`, `Debug` | the same | |
-//! | `TryLockError` | the same name, this crate's type | |
+//! | `get_mut`, `into_inner`, `Default`, `From<T>`, `Debug` | the same (`Debug` prints `RwLock { data: 7 }`, or `RwLock { data: <locked> }` when a read lock cannot be taken without waiting, as tokio's) | |
+//! | inside a tokio runtime, every acquire takes a unit of the task's cooperative budget | the same with the feature `tokio` | without the feature an acquire never yields to tokio's scheduler: a loop whose acquires are always ready keeps its worker until it ends |
+//! | `#[must_use]` on `RwLockReadGuard` and `RwLockWriteGuard` | on every guard: also `RwLockMappedWriteGuard`, `OwnedRwLockReadGuard`, `OwnedRwLockWriteGuard` and `OwnedRwLockMappedWriteGuard` | a statement that drops one of those four at once (`lock.clone().write_owned().await;`, to wait for the lock) warns here, and fails to build under `#![deny(warnings)]`: write `drop(...)` or `let _ = ...`. Kept on purpose: such a statement takes the lock and lets it go at once, almost always a bug, which tokio's own borrowed guards already warn about |
+//! | `TryLockError` | the same name, this crate's type | with the feature `tokio` it converts from tokio's (`From<tokio::sync::TryLockError>`), so `?` over tokio's `try_lock` and this lock's `try_read` works in one function that returns this crate's error; not the other way (tokio's cannot be built outside tokio) |
 //! | `RwLockReadGuard::{map, try_map}` | the same | |
 //! | `RwLockWriteGuard::{map, try_map, into_mapped, downgrade, downgrade_map, try_downgrade_map}` | the same | `downgrade` and `downgrade_map` grant every queued reader at once (never a queued writer) when a reader heads the queue, and none when a writer does (the kernel's `downgrade_write`); tokio's queue is strictly ordered |
 //! | `RwLockMappedWriteGuard::{map, try_map}` | the same | |
@@ -177,6 +203,18 @@
 //!
 //! A scenario written once against both locks, with only the `use` swapped, is in the
 //! crate's `tests/parity.rs`.
+//!
+//! # Coming from `parking_lot::RwLock`
+//!
+//! The acquires are async (`read().await`); the `blocking_*` ones block the thread as
+//! parking_lot's do. These have parking_lot's names and meaning: `is_locked`,
+//! `is_locked_exclusive`; `unlock_fair` on every guard (the head of the queue gets the
+//! lock at once, and no arrival passes it); the timed blocking acquires `try_read_for`,
+//! `try_write_for`, `try_upgradable_read_for` and their `_until` forms, which return
+//! `None` at the deadline with nothing held or queued. Not here: `read_recursive`, `bump`,
+//! `try_upgrade_for`, the eventual-fairness timer of every unlock (the handoff timeout
+//! plays that part), deadlock detection, and the raw access (`data_ptr`,
+//! `force_unlock_*`).
 //!
 //! # What must not compile
 //!

@@ -3,13 +3,14 @@
 //! # Where things are
 //!
 //! - This file: [`RwLock`] itself. Its construction (and `into_inner`); its access
-//!   without locking (`get_mut`, `policy`, `stats`); every async and `try_` acquire, in
-//!   one `impl` block per guard kind (read, write, upgradable read), each borrowed
-//!   acquire followed by its owned form (`*_owned`, through an `Arc`); and, under "Auto
-//!   traits and variance", the `Send`/`Sync` impls of every public type and the variance
-//!   of each.
+//!   without locking (`get_mut`, `policy`, `is_locked`, `is_locked_exclusive`, `stats`);
+//!   every async and `try_` acquire, in one `impl` block per guard kind (read, write,
+//!   upgradable read), each borrowed acquire followed by its owned form (`*_owned`,
+//!   through an `Arc`); and, under "Auto traits and variance", the `Send`/`Sync` impls of
+//!   every public type and the variance of each.
 //! - [`blocking`]: the blocking acquires, `blocking_read`, `blocking_write`, their owned
-//!   forms and `blocking_upgradable_read`.
+//!   forms and `blocking_upgradable_read`, and the timed ones, `try_read_for`,
+//!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
 //! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
 //! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and
 //!   [`RwLockMappedWriteGuard`].
@@ -39,6 +40,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 pub(crate) mod blocking;
+#[cfg(feature = "tokio")]
+pub(crate) mod coop;
 pub(crate) mod guard;
 pub(crate) mod owned;
 #[cfg(feature = "tokio")]
@@ -110,6 +113,31 @@ impl fmt::Display for TryLockError {
 }
 
 impl Error for TryLockError {}
+
+/// Lets `?` take tokio's error in a function that returns this crate's (feature `tokio`),
+/// so that code moved over from tokio can try this lock and a `tokio::sync::Mutex` (or
+/// `RwLock`) in one function:
+///
+/// ```
+/// use async_rwsem::{RwLock, TryLockError};
+///
+/// fn sum(a: &RwLock<u32>, b: &tokio::sync::Mutex<u32>) -> Result<u32, TryLockError> {
+///     Ok(*a.try_read()? + *b.try_lock()?)
+/// }
+///
+/// let (a, b) = (RwLock::new(1), tokio::sync::Mutex::new(2));
+/// assert_eq!(sum(&a, &b), Ok(3));
+/// let held = b.try_lock().unwrap();
+/// assert!(sum(&a, &b).is_err());
+/// # drop(held);
+/// ```
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+impl From<tokio::sync::TryLockError> for TryLockError {
+    fn from(_: tokio::sync::TryLockError) -> Self {
+        TryLockError(())
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // Construction (and `into_inner`).
@@ -283,6 +311,44 @@ impl<T: ?Sized> RwLock<T> {
         self.raw.policy()
     }
 
+    /// Whether the lock is held at this instant, in any mode (as `parking_lot`'s
+    /// `is_locked`): by a reader, the upgradable reader or a writer. Only a snapshot,
+    /// for assertions and diagnostics: by the time it returns the lock may have changed
+    /// hands, and for an instant a reader on its way to the queue counts as a holder.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(0);
+    /// assert!(!lock.is_locked());
+    /// let r = lock.try_read().unwrap();
+    /// assert!(lock.is_locked());
+    /// assert!(!lock.is_locked_exclusive());
+    /// drop(r);
+    /// assert!(!lock.is_locked());
+    /// ```
+    pub fn is_locked(&self) -> bool {
+        self.raw.is_locked()
+    }
+
+    /// Whether a writer holds the lock at this instant (as `parking_lot`'s
+    /// `is_locked_exclusive`): a write guard, mapped or not, or the upgrade of an
+    /// upgradable read. A snapshot, as for [`is_locked`](Self::is_locked).
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(0);
+    /// let w = lock.try_write().unwrap();
+    /// assert!(lock.is_locked_exclusive());
+    /// assert!(lock.is_locked());
+    /// drop(w);
+    /// assert!(!lock.is_locked_exclusive());
+    /// ```
+    pub fn is_locked_exclusive(&self) -> bool {
+        self.raw.is_write_locked()
+    }
+
     /// A snapshot of this lock's event counters (feature `stats`).
     ///
     /// ```
@@ -344,7 +410,10 @@ impl<T: ?Sized> RwLock<T> {
         }
         // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
         // points to.
-        unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
+        let guard = unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
@@ -388,7 +457,10 @@ impl<T: ?Sized> RwLock<T> {
         let data = self.data_ptr();
         // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
         // points to.
-        unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) }
+        let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for reading through an `Arc` if that needs no waiting, as
@@ -436,7 +508,10 @@ impl<T: ?Sized> RwLock<T> {
         }
         // SAFETY: the acquire completed: we own the write lock of `self`, whose value
         // `data_ptr_mut` points to.
-        unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) }
+        let guard = unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for writing if the lock is free and no handoff to a waiter is pending.
@@ -477,7 +552,10 @@ impl<T: ?Sized> RwLock<T> {
         let data = self.data_ptr_mut();
         // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
         // points to.
-        unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) }
+        let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for writing through an `Arc` if the lock is free, as
@@ -533,7 +611,11 @@ impl<T: ?Sized> RwLock<T> {
         }
         // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
         // `data_ptr` points to.
-        unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) }
+        let guard =
+            unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for an upgradable read if that needs no waiting: no writer, no other
@@ -583,7 +665,10 @@ impl<T: ?Sized> RwLock<T> {
         let data = self.data_ptr();
         // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
         // `data` points to.
-        unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) }
+        let guard = unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) };
+        #[cfg(feature = "tokio")]
+        coop::proceed().await;
+        guard
     }
 
     /// Locks for an upgradable read through an `Arc` if that needs no waiting, as
@@ -608,6 +693,9 @@ impl<T: ?Sized> RwLock<T> {
     }
 }
 
+/// Prints what `tokio::sync::RwLock` prints: `RwLock { data: 7 }`, or
+/// `RwLock { data: <locked> }` when a read lock cannot be taken without waiting (the policy
+/// is not printed; [`RwLock::policy`] gives it).
 impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RwLock");
@@ -615,7 +703,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
             Ok(guard) => d.field("data", &&*guard),
             Err(_) => d.field("data", &format_args!("<locked>")),
         };
-        d.finish_non_exhaustive()
+        d.finish()
     }
 }
 

@@ -58,6 +58,24 @@ macro_rules! parity {
             }
 
             #[test]
+            fn debug_prints_the_value_or_locked() {
+                let l = RwLock::new(7);
+                assert_eq!(format!("{l:?}"), "RwLock { data: 7 }");
+                let w = l.try_write().unwrap();
+                assert_eq!(format!("{l:?}"), "RwLock { data: <locked> }");
+                drop(w);
+                let r = l.try_read().unwrap();
+                assert_eq!(format!("{l:?}"), "RwLock { data: 7 }");
+                drop(r);
+            }
+
+            #[test]
+            #[should_panic(expected = "a RwLock may not be created with 0 readers")]
+            fn zero_max_readers_panics_with_the_same_message() {
+                let _ = RwLock::with_max_readers((), 0);
+            }
+
+            #[test]
             fn writer_waits_for_reader_and_reader_for_writer() {
                 let l = RwLock::new(0);
                 let r = l.try_read().unwrap();

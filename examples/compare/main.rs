@@ -10,6 +10,7 @@
 //! cargo run --release --example compare -- --repeat 3        # 3 interleaved rounds: medians
 //! cargo run --release --example compare -- --threads 4x      # 4 worker threads per core
 //! cargo run --release --example compare -- --sweep           # async-rwsem policy sweep
+//! cargo run --release --example compare -- --fifo            # async-rwsem under Policy::fifo()
 //! cargo run --release --example compare -- --workload mixed,writers-240 --lock tokio
 //! ```
 //!
@@ -228,6 +229,11 @@ pub struct Cli {
     #[arg(long)]
     pub sweep: bool,
 
+    /// Run async-rwsem under `Policy::fifo()` (tokio's strict order) instead of the default
+    /// policy: what the strict order costs, as the ratio to tokio against a run without it.
+    #[arg(long, conflicts_with = "sweep")]
+    pub fifo: bool,
+
     /// Where to write the JSON results. Default: <out>/results.json (<out>/sweep.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -279,6 +285,11 @@ impl Cli {
             w.time_every = n;
         }
         w
+    }
+
+    /// The async-rwsem policy of a comparison run: `None` for the default.
+    pub fn policy(&self) -> Option<sweep::RwsemPolicy> {
+        self.fifo.then(sweep::RwsemPolicy::fifo)
     }
 
     /// Worker threads.
@@ -521,7 +532,7 @@ fn compare(cli: &Cli) -> Result<bool, String> {
                     format!("{} / {}", wid.name(), lock.name())
                 };
                 progress.start(&what);
-                let r = run_one(&w, lock, threads, timing, None);
+                let r = run_one(&w, lock, threads, timing, cli.policy());
                 progress.finish(&what, &summary(&r));
                 results.push(r);
             }
@@ -563,7 +574,7 @@ fn compare(cli: &Cli) -> Result<bool, String> {
             threads_per_core: Some(threads as f64 / cores() as f64),
             workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
             locks: locks.iter().map(|l| l.name().to_string()).collect(),
-            rwsem_policy: sweep::default_policy_text(),
+            rwsem_policy: format!("{:?}", cli.policy().unwrap_or_default()),
             busy_iters_per_us: iters,
         },
         results,

@@ -29,6 +29,8 @@
 //!   or was woken and lost the race, `HANDOFF` is set and the next release grants the head
 //!   the lock directly; meanwhile nobody else may take it. This bounds the unfairness that
 //!   stealing buys throughput with.
+//! - **Fair unlocks** ([`fair`], `parking_lot`'s `unlock_fair`): an owner sets `HANDOFF`
+//!   for the head before it releases, so that the release grants the head directly.
 //! - **Waking** ([`wake`], the kernel's `rwsem_mark_wake`): a head writer is woken alone
 //!   (or granted the lock directly under handoff); a head reader means every queued reader,
 //!   skipping writers, up to the batch limit, is granted in one atomic add (with at most
@@ -51,6 +53,7 @@
 //! linked in memory about to be freed and no count half-updated.
 
 pub(crate) mod count;
+mod fair;
 pub(crate) mod list;
 pub(crate) mod policy;
 pub(crate) mod stats;
@@ -67,9 +70,10 @@ pub(crate) mod tests;
 
 pub(crate) use waiter::LockFuture;
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use self::count::{READER_SHIFT, READ_FAIL};
+use self::count::{LOCK_MASK, READER_SHIFT, READ_FAIL, WRITER_LOCKED};
 use self::list::{WaitList, WaiterKind, WakeList};
 use self::policy::{Policy, StoredPolicy};
 use self::spin::SpinState;
@@ -80,8 +84,13 @@ use crate::loom::{lock, spin_loop, AtomicUsize, Mutex};
 macro_rules! define_new {
     ($($const:tt)?) => {
         pub(crate) $($const)? fn new(policy: Policy, max_readers: usize) -> Self {
-            assert!(max_readers > 0, "max_readers must be at least 1");
-            assert!(max_readers <= Self::MAX_READERS, "max_readers is too large");
+            // The first message is tokio's, word for word.
+            assert!(max_readers > 0, "a RwLock may not be created with 0 readers");
+            assert!(
+                max_readers <= Self::MAX_READERS,
+                "a RwLock may not be created with more readers than its count word can count \
+                 (2^55 - 1 on 64-bit targets, 2^23 - 1 on 32-bit ones)"
+            );
             Self {
                 count: AtomicUsize::new(0),
                 wait_list: Mutex::new(WaitList::new()),
@@ -200,6 +209,20 @@ impl RawRwLock {
             // SAFETY: forwarded from the caller.
             WaiterKind::UpgradableRead => unsafe { self.unlock_upgradable() },
         }
+    }
+
+    /// Is the lock owned in any mode? A snapshot of the count word: a reader on its way to
+    /// the queue (whose bias is in the count for an instant) counts as an owner.
+    #[inline]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.count.load(Relaxed) & LOCK_MASK != 0
+    }
+
+    /// Does a writer own the lock (a write lock, or an upgrade's)? A snapshot of the count
+    /// word.
+    #[inline]
+    pub(crate) fn is_write_locked(&self) -> bool {
+        self.count.load(Relaxed) & WRITER_LOCKED != 0
     }
 
     /// Starts the count word at `count` (tests only: a lock with readers already "inside"

@@ -12,6 +12,7 @@ macro_rules! lock_events {
         /// snapshot taken while the lock is in use is approximate, and exact once every
         /// task has finished with the lock.
         #[cfg(feature = "stats")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
         #[non_exhaustive]
         pub struct LockStats {

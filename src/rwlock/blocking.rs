@@ -1,12 +1,15 @@
 //! Blocking acquires for synchronous callers: `blocking_read`, `blocking_write`, their owned
-//! forms and `blocking_upgradable_read`, each the acquire future polled by a small
-//! thread-parking executor, no runtime needed.
+//! forms and `blocking_upgradable_read`; and the timed ones, as `parking_lot` names them:
+//! `try_read_for`, `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
+//! Each is the acquire future polled by a small thread-parking executor, no runtime
+//! needed; a timed one drops (cancels) the future at its deadline.
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
@@ -37,10 +40,27 @@ thread_local! {
 }
 
 /// Polls `future` to completion on this thread, parking the thread while it is pending.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    match block_on_until(future, None) {
+        Some(output) => output,
+        None => unreachable!("no deadline"),
+    }
+}
+
+/// Polls `future` on this thread, parking the thread while it is pending, until it
+/// completes or `deadline` (if any) passes: then `None`, and the future is dropped, which
+/// cancels it. It is polled once more at the deadline, so an acquire granted in time is
+/// not given up.
 ///
 /// A wake-up before the park makes the park return at once (the thread's unpark token),
 /// and a spurious return only costs a poll, so no wake-up is ever lost.
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+///
+/// With the feature `tokio`, the future runs outside tokio's cooperative budget: inside a
+/// runtime a spent budget would defer the wake-up until the task's poll returns, which a
+/// blocked thread never does.
+fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
+    #[cfg(feature = "tokio")]
+    let future = super::coop::unconstrained(future);
     let mut future = pin!(future);
     // In a thread-local destructor the cached waker may be gone: make one.
     let waker = WAKER
@@ -48,11 +68,26 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         .unwrap_or_else(|_| thread_waker());
     let mut cx = Context::from_waker(&waker);
     loop {
-        match future.as_mut().poll(&mut cx) {
-            Poll::Ready(output) => return output,
-            Poll::Pending => thread::park(),
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return Some(output);
+        }
+        match deadline {
+            None => thread::park(),
+            Some(deadline) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return None;
+                }
+                thread::park_timeout(deadline - now);
+            }
         }
     }
+}
+
+/// The deadline `timeout` from now; `None` (no deadline) if that is past what an
+/// `Instant` can hold.
+fn deadline_in(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
 }
 
 impl<T: ?Sized> RwLock<T> {
@@ -171,5 +206,124 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn blocking_upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
         block_on(self.upgradable_read())
+    }
+
+    /// Locks for reading from synchronous code, as [`blocking_read`](Self::blocking_read),
+    /// giving up after `timeout` (`parking_lot`'s `try_read_for`). Returns `None` if the
+    /// lock was not taken in time; then nothing is held, and the waiter has left the queue
+    /// (passing on any wake-up it was given). A lock that can be taken at once is taken
+    /// even with a zero `timeout`. Same deadlock warning as `blocking_read`: never call it
+    /// from async code.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let w = lock.try_write().unwrap();
+    /// assert!(lock.try_read_for(Duration::from_millis(5)).is_none());
+    /// let l = Arc::clone(&lock);
+    /// let reader = std::thread::spawn(move || *l.try_read_for(Duration::from_secs(60)).unwrap());
+    /// drop(w); // the waiting thread gets the lock
+    /// assert_eq!(reader.join().unwrap(), 1);
+    /// ```
+    pub fn try_read_for(&self, timeout: Duration) -> Option<RwLockReadGuard<'_, T>> {
+        block_on_until(self.read(), deadline_in(timeout))
+    }
+
+    /// [`try_read_for`](Self::try_read_for) with a deadline instead of a timeout
+    /// (`parking_lot`'s `try_read_until`).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(1);
+    /// let deadline = Instant::now() + Duration::from_millis(5);
+    /// assert_eq!(*lock.try_read_until(deadline).unwrap(), 1);
+    /// let w = lock.try_write().unwrap();
+    /// assert!(lock.try_read_until(deadline).is_none());
+    /// # drop(w);
+    /// ```
+    pub fn try_read_until(&self, deadline: Instant) -> Option<RwLockReadGuard<'_, T>> {
+        block_on_until(self.read(), Some(deadline))
+    }
+
+    /// Locks for writing from synchronous code, as [`blocking_write`](Self::blocking_write),
+    /// giving up after `timeout` (`parking_lot`'s `try_write_for`). On `None` nothing is
+    /// held and nothing is left queued. Same deadlock warning as `blocking_write`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(1);
+    /// let r = lock.try_read().unwrap();
+    /// assert!(lock.try_write_for(Duration::from_millis(5)).is_none());
+    /// drop(r);
+    /// *lock.try_write_for(Duration::from_millis(5)).unwrap() += 1;
+    /// assert_eq!(*lock.try_read().unwrap(), 2);
+    /// ```
+    pub fn try_write_for(&self, timeout: Duration) -> Option<RwLockWriteGuard<'_, T>> {
+        block_on_until(self.write(), deadline_in(timeout))
+    }
+
+    /// [`try_write_for`](Self::try_write_for) with a deadline instead of a timeout
+    /// (`parking_lot`'s `try_write_until`).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(1);
+    /// let r = lock.try_read().unwrap();
+    /// assert!(lock.try_write_until(Instant::now()).is_none());
+    /// drop(r);
+    /// assert!(lock.try_write_until(Instant::now() + Duration::from_millis(5)).is_some());
+    /// ```
+    pub fn try_write_until(&self, deadline: Instant) -> Option<RwLockWriteGuard<'_, T>> {
+        block_on_until(self.write(), Some(deadline))
+    }
+
+    /// Locks for an upgradable read from synchronous code, as
+    /// [`blocking_upgradable_read`](Self::blocking_upgradable_read), giving up after
+    /// `timeout` (`parking_lot`'s `try_upgradable_read_for`). On `None` nothing is held
+    /// and nothing is left queued. Same deadlock warning as `blocking_read`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(1);
+    /// let up = lock.try_upgradable_read().unwrap();
+    /// assert!(lock.try_upgradable_read_for(Duration::from_millis(5)).is_none());
+    /// drop(up);
+    /// assert!(lock.try_upgradable_read_for(Duration::from_millis(5)).is_some());
+    /// ```
+    pub fn try_upgradable_read_for(
+        &self,
+        timeout: Duration,
+    ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
+        block_on_until(self.upgradable_read(), deadline_in(timeout))
+    }
+
+    /// [`try_upgradable_read_for`](Self::try_upgradable_read_for) with a deadline instead
+    /// of a timeout (`parking_lot`'s `try_upgradable_read_until`).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(1);
+    /// let up = lock.try_upgradable_read_until(Instant::now()).unwrap(); // free: taken
+    /// assert!(lock.try_upgradable_read_until(Instant::now()).is_none());
+    /// # drop(up);
+    /// ```
+    pub fn try_upgradable_read_until(
+        &self,
+        deadline: Instant,
+    ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
+        block_on_until(self.upgradable_read(), Some(deadline))
     }
 }

@@ -108,6 +108,40 @@ impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
     }
 }
 
+impl<T: ?Sized> RwLockReadGuard<'_, T> {
+    /// Releases the read lock fairly, as `parking_lot`'s `unlock_fair`: if anyone is
+    /// queued, the head of the queue is handed the lock as soon as it is free (at once if
+    /// this was the last reader), and no task arriving meanwhile takes it first, whatever
+    /// the lock's policy. Dropping the guard instead releases it as usual: arrivals may
+    /// take the lock before the woken head runs, within the policy's handoff timeout.
+    ///
+    /// An associated function (`RwLockReadGuard::unlock_fair(guard)`), not a method, so
+    /// that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{Policy, RwLock, RwLockReadGuard};
+    /// use tokio_test::{assert_pending, assert_ready, task::spawn};
+    ///
+    /// // A policy that never hands the lock off by itself.
+    /// let policy = Policy::new().writer_yields(0).handoff_timeout(Duration::MAX);
+    /// let lock = RwLock::with_policy(0, policy);
+    /// let guard = lock.try_read().unwrap();
+    /// let mut writer = spawn(lock.write());
+    /// assert_pending!(writer.poll()); // queued behind the reader
+    /// RwLockReadGuard::unlock_fair(guard);
+    /// // The queued writer owns the lock: a reader arriving now waits behind it.
+    /// let mut reader = spawn(lock.read());
+    /// assert_pending!(reader.poll());
+    /// *assert_ready!(writer.poll()) += 1;
+    /// assert_eq!(*assert_ready!(reader.poll()), 1);
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
+    }
+}
+
 impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
 
@@ -396,6 +430,40 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     }
 }
 
+impl<T: ?Sized> RwLockWriteGuard<'_, T> {
+    /// Releases the write lock fairly, as `parking_lot`'s `unlock_fair`: if anyone is
+    /// queued, the head of the queue is handed the lock at once (a reader head with every
+    /// queued reader), and no task arriving meanwhile takes it first, whatever the lock's
+    /// policy. Dropping the guard instead releases it as usual: arrivals may take the lock
+    /// before the woken head runs, within the policy's handoff timeout.
+    ///
+    /// An associated function (`RwLockWriteGuard::unlock_fair(guard)`), not a method, so
+    /// that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{Policy, RwLock, RwLockWriteGuard};
+    /// use tokio_test::{assert_pending, assert_ready, task::spawn};
+    ///
+    /// // A policy that never hands the lock off by itself.
+    /// let policy = Policy::new().writer_yields(0).handoff_timeout(Duration::MAX);
+    /// let lock = RwLock::with_policy(0, policy);
+    /// let guard = lock.try_write().unwrap();
+    /// let mut queued = spawn(lock.write());
+    /// assert_pending!(queued.poll()); // queued behind the guard
+    /// RwLockWriteGuard::unlock_fair(guard);
+    /// // The queued writer owns the lock already: a reader arriving now waits for it.
+    /// let mut arrival = spawn(lock.read());
+    /// assert_pending!(arrival.poll());
+    /// *assert_ready!(queued.poll()) += 1;
+    /// assert_eq!(*assert_ready!(arrival.poll()), 1);
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
+    }
+}
+
 impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
     type Target = T;
 
@@ -527,6 +595,28 @@ impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
         };
         // SAFETY: as in `map`.
         Ok(unsafe { RwLockMappedWriteGuard::new(this.token, data) })
+    }
+}
+
+impl<T: ?Sized> RwLockMappedWriteGuard<'_, T> {
+    /// Releases the write lock fairly: if anyone is queued, the head of the queue is handed
+    /// the lock, and no task arriving meanwhile takes it first (see
+    /// [`RwLockWriteGuard::unlock_fair`]).
+    ///
+    /// An associated function (`RwLockMappedWriteGuard::unlock_fair(guard)`), not a method,
+    /// so that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockMappedWriteGuard, RwLockWriteGuard};
+    ///
+    /// let lock = RwLock::new((1, 2));
+    /// let first = RwLockWriteGuard::map(lock.try_write().unwrap(), |pair| &mut pair.0);
+    /// RwLockMappedWriteGuard::unlock_fair(first);
+    /// assert!(!lock.is_locked());
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
     }
 }
 

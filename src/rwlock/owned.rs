@@ -136,6 +136,30 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
     }
 }
 
+impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
+    /// Releases the read lock fairly: if anyone is queued, the head of the queue is handed
+    /// the lock, and no task arriving meanwhile takes it first, then drops the guard's
+    /// `Arc` (see [`RwLockReadGuard::unlock_fair`](crate::RwLockReadGuard::unlock_fair)).
+    ///
+    /// An associated function (`OwnedRwLockReadGuard::unlock_fair(guard)`), not a method,
+    /// so that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockReadGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let guard = Arc::clone(&lock).try_read_owned().unwrap();
+    /// OwnedRwLockReadGuard::unlock_fair(guard);
+    /// assert!(!lock.is_locked());
+    /// assert_eq!(Arc::strong_count(&lock), 1); // the guard's `Arc` is gone too
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
+    }
+}
+
 impl<T: ?Sized, U: ?Sized> Deref for OwnedRwLockReadGuard<T, U> {
     type Target = U;
 
@@ -405,6 +429,30 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     }
 }
 
+impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
+    /// Releases the write lock fairly: if anyone is queued, the head of the queue is handed
+    /// the lock, and no task arriving meanwhile takes it first, then drops the guard's
+    /// `Arc` (see [`RwLockWriteGuard::unlock_fair`](crate::RwLockWriteGuard::unlock_fair)).
+    ///
+    /// An associated function (`OwnedRwLockWriteGuard::unlock_fair(guard)`), not a method,
+    /// so that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockWriteGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let guard = Arc::clone(&lock).try_write_owned().unwrap();
+    /// OwnedRwLockWriteGuard::unlock_fair(guard);
+    /// assert!(!lock.is_locked());
+    /// assert_eq!(Arc::strong_count(&lock), 1);
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
+    }
+}
+
 impl<T: ?Sized> Deref for OwnedRwLockWriteGuard<T> {
     type Target = T;
 
@@ -548,6 +596,30 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
     #[inline]
     pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
         this.token.lock()
+    }
+}
+
+impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
+    /// Releases the write lock fairly: if anyone is queued, the head of the queue is handed
+    /// the lock, and no task arriving meanwhile takes it first, then drops the guard's
+    /// `Arc` (see [`RwLockWriteGuard::unlock_fair`](crate::RwLockWriteGuard::unlock_fair)).
+    ///
+    /// An associated function (`OwnedRwLockMappedWriteGuard::unlock_fair(guard)`), not a
+    /// method, so that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockMappedWriteGuard, OwnedRwLockWriteGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new((1, 2)));
+    /// let guard = Arc::clone(&lock).try_write_owned().unwrap();
+    /// let second = OwnedRwLockWriteGuard::map(guard, |pair| &mut pair.1);
+    /// OwnedRwLockMappedWriteGuard::unlock_fair(second);
+    /// assert!(!lock.is_locked());
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
     }
 }
 

@@ -18,6 +18,8 @@ use tokio_test::{assert_pending, assert_ready};
 
 use crate::raw::tests::support::*;
 
+mod conveniences;
+
 type Pair = (u32, Vec<u32>);
 
 fn pair_lock() -> RwLock<Pair> {
@@ -645,6 +647,48 @@ mod timeouts {
         drop((r1, g2));
         assert_eq!(l.raw.count_word(), 0);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// tokio's errors (feature `tokio`).
+
+/// `?` over tokio's `try_lock`, tokio's `try_read` and this lock's `try_read` and
+/// `try_write` in one function that returns this crate's error: each failure comes back
+/// as `TryLockError`, whichever lock it came from.
+#[cfg(feature = "tokio")]
+#[test]
+fn question_mark_takes_tokios_try_lock_error() {
+    use crate::TryLockError;
+
+    fn all_four(
+        ours: &RwLock<u32>,
+        mutex: &tokio::sync::Mutex<u32>,
+        theirs: &tokio::sync::RwLock<u32>,
+    ) -> Result<u32, TryLockError> {
+        let a = *ours.try_read()?;
+        let b = *mutex.try_lock()?;
+        let c = *theirs.try_read()?;
+        let mut d = ours.try_write()?;
+        *d += a + b + c;
+        Ok(*d)
+    }
+
+    let ours = RwLock::new(1);
+    let mutex = tokio::sync::Mutex::new(2);
+    let theirs = tokio::sync::RwLock::new(3);
+    assert_eq!(all_four(&ours, &mutex, &theirs), Ok(7));
+    let held = mutex.try_lock().unwrap();
+    assert_eq!(all_four(&ours, &mutex, &theirs), Err(TryLockError(())));
+    drop(held);
+    let held = theirs.try_write().unwrap();
+    assert_eq!(all_four(&ours, &mutex, &theirs), Err(TryLockError(())));
+    drop(held);
+    let held = ours.try_read().unwrap();
+    // Our read lock is shared with the function's, but its `try_write` fails.
+    assert_eq!(all_four(&ours, &mutex, &theirs), Err(TryLockError(())));
+    drop(held);
+    assert_eq!(all_four(&ours, &mutex, &theirs), Ok(7 + 7 + 2 + 3));
+    assert_idle(&ours);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -55,6 +55,9 @@ unsafe impl<T: ?Sized> RawRef for Arc<RwLock<T>> {
 
 /// A mode a lock is owned in: how it is taken and how it is released.
 pub(crate) trait Mode {
+    /// The waiter kind that is granted a lock of this mode.
+    const KIND: WaiterKind;
+
     /// Takes the lock in this mode if that needs no waiting.
     fn try_lock(raw: &RawRwLock) -> bool;
 
@@ -89,6 +92,8 @@ pub(crate) struct Write;
 pub(crate) struct Upgradable;
 
 impl Mode for Read {
+    const KIND: WaiterKind = WaiterKind::Read;
+
     #[inline]
     fn try_lock(raw: &RawRwLock) -> bool {
         raw.try_read()
@@ -113,6 +118,8 @@ impl Mode for Read {
 }
 
 impl Mode for Write {
+    const KIND: WaiterKind = WaiterKind::Write;
+
     #[inline]
     fn try_lock(raw: &RawRwLock) -> bool {
         raw.try_write()
@@ -141,6 +148,8 @@ impl Mode for Write {
 }
 
 impl Mode for Upgradable {
+    const KIND: WaiterKind = WaiterKind::UpgradableRead;
+
     #[inline]
     fn try_lock(raw: &RawRwLock) -> bool {
         raw.try_upgradable_read()
@@ -223,6 +232,17 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so `lock` is moved out exactly once.
         unsafe { ptr::read(&this.lock) }
+    }
+
+    /// Releases the lock fairly ([`RawRwLock::unlock_fair`]): the head of the queue, if
+    /// any, is handed the lock. The lock reference (an owned guard's `Arc`) is dropped
+    /// after the release, as by the token's `Drop`.
+    #[inline]
+    pub(crate) fn unlock_fair(self) {
+        let lock = self.into_lock();
+        // SAFETY: the token owned the lock in mode `M` (a lock of kind `M::KIND`); it is
+        // consumed without its `Drop`, so this is the one release.
+        unsafe { lock.raw().unlock_fair(M::KIND) }
     }
 
     /// The token of the same lock in mode `N`.

@@ -141,6 +141,28 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     }
 }
 
+impl<T: ?Sized> RwLockUpgradableReadGuard<'_, T> {
+    /// Releases the upgradable read lock fairly: if anyone is queued, the head of the queue
+    /// is handed the lock, and no task arriving meanwhile takes it first (see
+    /// [`RwLockReadGuard::unlock_fair`]).
+    ///
+    /// An associated function (`RwLockUpgradableReadGuard::unlock_fair(guard)`), not a
+    /// method, so that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    ///
+    /// let lock = RwLock::new(1);
+    /// let up = lock.try_upgradable_read().unwrap();
+    /// RwLockUpgradableReadGuard::unlock_fair(up);
+    /// assert!(!lock.is_locked());
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
+    }
+}
+
 impl<T: ?Sized> Deref for RwLockUpgradableReadGuard<'_, T> {
     type Target = T;
 
@@ -305,6 +327,29 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// ```
     pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
         this.token.lock()
+    }
+}
+
+impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
+    /// Releases the upgradable read lock fairly: if anyone is queued, the head of the queue
+    /// is handed the lock, and no task arriving meanwhile takes it first, then drops the
+    /// guard's `Arc` (see [`RwLockReadGuard::unlock_fair`]).
+    ///
+    /// An associated function (`OwnedRwLockUpgradableReadGuard::unlock_fair(guard)`), not a
+    /// method, so that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(1));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// OwnedRwLockUpgradableReadGuard::unlock_fair(up);
+    /// assert!(!lock.is_locked());
+    /// ```
+    #[inline]
+    pub fn unlock_fair(this: Self) {
+        this.token.unlock_fair();
     }
 }
 

@@ -10,6 +10,8 @@ mod transitions;
 mod upgradable;
 
 #[cfg(loom)]
+mod loom_fair;
+#[cfg(loom)]
 mod loom_models;
 #[cfg(loom)]
 mod loom_support;

@@ -1,0 +1,311 @@
+//! Every scenario of tokio's own `RwLock` test file (`tokio/tests/sync_rwlock.rs`), written
+//! again against a lock built with [`Policy::fifo`]: under that preset this lock keeps the
+//! order tokio's keeps, so each step that tokio's tests assert holds here too. The names are
+//! tokio's test names; a scenario that goes beyond tokio's file says so.
+//!
+//! Where tokio's file asserts a panic message, the message is the same here.
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+use std::task::Poll;
+
+use async_rwsem::{Policy, RwLock, RwLockWriteGuard};
+use futures::future::FutureExt;
+use tokio_test::task::spawn;
+use tokio_test::{assert_pending, assert_ready};
+
+mod support;
+use support::assert_idle;
+
+/// A lock in strict first-come-first-served order.
+fn fifo<T>(value: T) -> RwLock<T> {
+    RwLock::with_policy(value, Policy::fifo())
+}
+
+#[test]
+fn into_inner() {
+    let rwlock = fifo(42);
+    assert_eq!(rwlock.into_inner(), 42);
+}
+
+/// Several readers hold the lock at once.
+#[test]
+fn read_shared() {
+    let rwlock = fifo(100);
+    let mut t1 = spawn(rwlock.read());
+    let g1 = assert_ready!(t1.poll());
+    let mut t2 = spawn(rwlock.read());
+    let g2 = assert_ready!(t2.poll());
+    assert_eq!(*g1 + *g2, 200);
+}
+
+/// A reader holds the lock: a writer waits.
+#[test]
+fn write_shared_pending() {
+    let rwlock = fifo(100);
+    let mut t1 = spawn(rwlock.read());
+    let _g1 = assert_ready!(t1.poll());
+    let mut t2 = spawn(rwlock.write());
+    assert_pending!(t2.poll());
+}
+
+/// A writer holds the lock: a reader waits.
+#[test]
+fn read_exclusive_pending() {
+    let rwlock = fifo(100);
+    let mut t1 = spawn(rwlock.write());
+    let _g1 = assert_ready!(t1.poll());
+    let mut t2 = spawn(rwlock.read());
+    assert_pending!(t2.poll());
+}
+
+/// With `max_readers` readers inside, the next one waits, and gets in as soon as one of
+/// them leaves.
+#[test]
+fn exhaust_reading() {
+    let rwlock = RwLock::with_policy_and_max_readers(100, Policy::fifo(), 1024);
+    let mut reads = Vec::new();
+    loop {
+        let mut t = spawn(rwlock.read());
+        match t.poll() {
+            Poll::Ready(guard) => reads.push(guard),
+            // `t` is dropped here, while queued: it leaves the queue.
+            Poll::Pending => break,
+        }
+    }
+    assert_eq!(reads.len(), 1024);
+
+    let mut t1 = spawn(rwlock.read());
+    assert_pending!(t1.poll());
+    drop(reads.pop().unwrap());
+    assert!(t1.is_woken());
+    let _g1 = assert_ready!(t1.poll());
+}
+
+#[test]
+#[should_panic(expected = "a RwLock may not be created with 0 readers")]
+fn zero_max_readers() {
+    RwLock::with_policy_and_max_readers(100, Policy::fifo(), 0);
+}
+
+/// tokio's `zero_max_readers` again, through the constructors that take no policy, which
+/// tokio has too (the message is tokio's).
+#[test]
+#[should_panic(expected = "a RwLock may not be created with 0 readers")]
+fn zero_max_readers_tokio_constructor() {
+    RwLock::with_max_readers(100, 0);
+}
+
+#[test]
+#[should_panic(expected = "a RwLock may not be created with 0 readers")]
+fn zero_max_readers_const() {
+    RwLock::const_with_max_readers(100, 0);
+}
+
+/// A writer holds the lock: another writer waits.
+#[test]
+fn write_exclusive_pending() {
+    let rwlock = fifo(100);
+    let mut t1 = spawn(rwlock.write());
+    let _g1 = assert_ready!(t1.poll());
+    let mut t2 = spawn(rwlock.write());
+    assert_pending!(t2.poll());
+}
+
+/// A reader holds the lock: a writer waits, and is woken with the lock when the reader
+/// leaves.
+#[test]
+fn write_shared_drop() {
+    let rwlock = fifo(100);
+    let mut t1 = spawn(rwlock.read());
+    let g1 = assert_ready!(t1.poll());
+    let mut t2 = spawn(rwlock.write());
+    assert_pending!(t2.poll());
+    drop(g1);
+    assert!(t2.is_woken());
+    let _g2 = assert_ready!(t2.poll());
+}
+
+/// Readers hold the lock and a writer waits: a new reader waits behind the writer.
+#[test]
+fn write_read_shared_pending() {
+    let rwlock = fifo(100);
+    let mut t1 = spawn(rwlock.read());
+    let _g1 = assert_ready!(t1.poll());
+    let mut t2 = spawn(rwlock.read());
+    let _g2 = assert_ready!(t2.poll());
+    let mut t3 = spawn(rwlock.write());
+    assert_pending!(t3.poll());
+    let mut t4 = spawn(rwlock.read());
+    assert_pending!(t4.poll());
+}
+
+/// A reader holds the lock, a writer waits and a reader waits behind it: when the waiting
+/// writer is dropped, the reader behind it gets in.
+#[test]
+fn write_read_shared_drop_pending() {
+    let rwlock = fifo(100);
+    let mut t1 = spawn(rwlock.read());
+    let _g1 = assert_ready!(t1.poll());
+    let mut t2 = spawn(rwlock.write());
+    assert_pending!(t2.poll());
+    let mut t3 = spawn(rwlock.read());
+    assert_pending!(t3.poll());
+    drop(t2);
+    assert!(t3.is_woken());
+    let _g3 = assert_ready!(t3.poll());
+}
+
+#[tokio::test]
+async fn read_uncontested() {
+    let rwlock = fifo(100);
+    let result = *rwlock.read().await;
+    assert_eq!(result, 100);
+}
+
+#[tokio::test]
+async fn write_uncontested() {
+    let rwlock = fifo(100);
+    let mut result = rwlock.write().await;
+    *result += 50;
+    assert_eq!(*result, 150);
+}
+
+/// The lock is taken in the order the futures are awaited, not the order they were made.
+#[tokio::test]
+async fn write_order() {
+    let rwlock = fifo(Vec::<u32>::new());
+    let fut2 = rwlock.write().map(|mut guard| guard.push(2));
+    let fut1 = rwlock.write().map(|mut guard| guard.push(1));
+    fut1.await;
+    fut2.await;
+    assert_eq!(*rwlock.read().await, [1, 2]);
+}
+
+/// Beyond tokio's file: `write_order` with the lock held, so that both writers queue. They
+/// get the lock in the order of their first polls, readers and writers alike, and a
+/// writer that arrives after the release (while the queue is not empty) waits its turn.
+#[test]
+fn contended_order_is_the_order_of_first_polls() {
+    let rwlock = fifo(Vec::<u32>::new());
+    let held = rwlock.try_write().unwrap();
+    let mut second = spawn(rwlock.write().map(|mut guard| guard.push(2)));
+    let mut first = spawn(rwlock.write().map(|mut guard| guard.push(1)));
+    let mut reader = spawn(rwlock.read().map(|guard| guard.clone()));
+    let mut third = spawn(rwlock.write().map(|mut guard| guard.push(3)));
+    assert_pending!(first.poll());
+    assert_pending!(second.poll());
+    assert_pending!(reader.poll());
+    assert_pending!(third.poll());
+    drop(held);
+    // A writer arriving now waits behind the queue.
+    let mut late = spawn(rwlock.write().map(|mut guard| guard.push(4)));
+    assert_pending!(late.poll());
+    // Only the head was granted; polling the others first changes nothing.
+    assert_pending!(third.poll());
+    assert_pending!(second.poll());
+    assert_pending!(reader.poll());
+    assert!(first.is_woken());
+    assert_ready!(first.poll());
+    assert!(second.is_woken());
+    assert_pending!(reader.poll());
+    assert_ready!(second.poll());
+    assert!(reader.is_woken());
+    assert_eq!(assert_ready!(reader.poll()), [1, 2]);
+    assert_pending!(late.poll());
+    assert!(third.is_woken());
+    assert_ready!(third.poll());
+    assert!(late.is_woken());
+    assert_ready!(late.poll());
+    assert_eq!(*rwlock.try_read().unwrap(), [1, 2, 3, 4]);
+    assert_idle(&rwlock);
+}
+
+/// One lock written by four tasks on eight worker threads, 1,000 times each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn multithreaded() {
+    use futures::stream::{self, StreamExt};
+    use tokio::sync::Barrier;
+
+    let barrier = Arc::new(Barrier::new(5));
+    let rwlock = Arc::new(fifo(0u32));
+    for add in [2, 3, 5, 7] {
+        let rwlock = Arc::clone(&rwlock);
+        let barrier = Arc::clone(&barrier);
+        tokio::spawn(async move {
+            stream::iter(0..1000)
+                .for_each(|_| {
+                    let rwlock = Arc::clone(&rwlock);
+                    async move { *rwlock.write().await += add }
+                })
+                .await;
+            barrier.wait().await;
+        });
+    }
+    barrier.wait().await;
+    assert_eq!(*rwlock.read().await, 17_000);
+    assert_idle(&rwlock);
+}
+
+#[tokio::test]
+async fn try_write() {
+    let lock = fifo(0);
+    let read_guard = lock.read().await;
+    assert!(lock.try_write().is_err());
+    drop(read_guard);
+    assert!(lock.try_write().is_ok());
+}
+
+#[test]
+fn try_read_try_write() {
+    let lock = fifo(15usize);
+    {
+        let rg1 = lock.try_read().unwrap();
+        assert_eq!(*rg1, 15);
+        assert!(lock.try_write().is_err());
+        let rg2 = lock.try_read().unwrap();
+        assert_eq!(*rg2, 15);
+    }
+    {
+        let mut wg = lock.try_write().unwrap();
+        *wg = 1515;
+        assert!(lock.try_read().is_err());
+    }
+    assert_eq!(*lock.try_read().unwrap(), 1515);
+}
+
+/// A reader waiting on the writer gets in only once `downgrade_map` has downgraded, not
+/// while its closure runs; both read guards then point at the same value.
+#[tokio::test]
+async fn downgrade_map() {
+    let lock = fifo(0);
+    let write_guard = lock.write().await;
+    let mut read_t = spawn(lock.read());
+    assert_pending!(read_t.poll());
+    let read_guard1 = RwLockWriteGuard::downgrade_map(write_guard, |v| {
+        assert_pending!(read_t.poll());
+        v
+    });
+    let read_guard2 = assert_ready!(read_t.poll());
+    assert!(std::ptr::eq(&*read_guard1, &*read_guard2));
+}
+
+/// As `downgrade_map`, with a closure that first declines (the writer keeps the lock and
+/// the reader still waits), then accepts.
+#[tokio::test]
+async fn try_downgrade_map() {
+    let lock = fifo(0);
+    let write_guard = lock.write().await;
+    let mut read_t = spawn(lock.read());
+    assert_pending!(read_t.poll());
+    let write_guard = RwLockWriteGuard::try_downgrade_map(write_guard, |_| {
+        assert_pending!(read_t.poll());
+        None::<&()>
+    })
+    .expect_err("the closure declined");
+    assert_pending!(read_t.poll());
+    let read_guard1 = RwLockWriteGuard::try_downgrade_map(write_guard, |v| Some(v))
+        .expect("the closure accepted");
+    let read_guard2 = assert_ready!(read_t.poll());
+    assert!(std::ptr::eq(&*read_guard1, &*read_guard2));
+}
