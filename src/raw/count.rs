@@ -42,9 +42,9 @@ pub(crate) const WAITERS: usize = 0b0000_0010;
 
 /// The head waiter is due the lock: nobody but the head may take it. Changed only under
 /// the wait lock, set only by or for the head (it waited past the handoff timeout, lost a
-/// race after a wake-up, or is an upgrade), cleared when the head gets the lock or the
-/// list empties; a cancelled head passes it to the next one. Every site is in the table
-/// above.
+/// race after a wake-up, is an upgrade, or an owner unlocks fairly), cleared when the head
+/// gets the lock or the list empties; a cancelled head passes it to the next one. Every
+/// site is in the table above.
 pub(crate) const HANDOFF: usize = 0b0000_0100;
 
 /// An upgradable reader holds the lock (at most one at a time). Set together with that
