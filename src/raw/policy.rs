@@ -17,12 +17,12 @@ pub const MAX_READER_WAKE_BATCH: usize = 256;
 /// use async_rwsem::{Policy, RwLock};
 ///
 /// // A lock for short sections shared by many writers: spin a little longer, and hand the
-/// // lock to a starving waiter after 1 ms instead of the default.
+/// // lock to a starving waiter after 250 us instead of the default 1 ms.
 /// static CONFIG: RwLock<u32> = RwLock::with_policy(
 ///     0,
 ///     Policy::new()
 ///         .writer_spin(Duration::from_micros(20))
-///         .handoff_timeout(Duration::from_millis(1)),
+///         .handoff_timeout(Duration::from_micros(250)),
 /// );
 /// # let _ = &CONFIG;
 /// ```
@@ -93,8 +93,8 @@ impl Policy {
     /// (`cargo run --release -p bench -- --sweep`): 1 ms kept the 240-writer
     /// case fair and the readers of the awaiting 8+8 case above a third of the operations,
     /// where the kernel's 4 ms did not. 10 us of spin is the kernel's writer figure; one
-    /// yield measured better than none. The README's *Performance* section has the
-    /// figures.
+    /// yield measured better than none. The figures are in the repository's
+    /// `docs/performance.md`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -195,7 +195,7 @@ impl Policy {
     /// the lock at every release) and no writer yields (a writer's first `Pending` queues
     /// it). Acquires that need not wait still take the fast paths, and a task that finds
     /// the lock held with nobody queued may still spin for it. What the order costs in
-    /// throughput is in the README's *Performance* section.
+    /// throughput is in the repository's `docs/performance.md`.
     ///
     /// ```
     /// use std::time::Duration;
