@@ -58,7 +58,7 @@ fn tick_step(max: f64) -> f64 {
 
 fn draw_bars(path: &Path, bars: &Bars<'_>) -> Result<(), String> {
     let n = bars.groups.len().max(1);
-    let width = (130 * n as u32).clamp(760, 1600);
+    let width = (130 * n as u32).clamp(1100, 1600);
     let root = SVGBackend::new(path, (width, 660)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let body = root.titled(bars.title, ("sans-serif", 20)).map_err(err)?;
@@ -84,20 +84,36 @@ fn draw_bars(path: &Path, bars: &Bars<'_>) -> Result<(), String> {
         .y_label_area_size(80)
         .build_cartesian_2d(0f64..n as f64, 0f64..y_max)
         .map_err(err)?;
-    let ticks = (y_max / step).round() as usize + 1;
+    // The mesh draws the axes only: every tick is labelled at the step chosen here, where
+    // plotters would pick coarser ones.
     chart
         .configure_mesh()
-        .disable_x_mesh()
+        .disable_mesh()
         .x_labels(0)
-        .x_label_formatter(&|_| String::new())
-        .y_labels(ticks)
-        .y_label_formatter(&|v| trim_number(*v))
-        .max_light_lines(0)
+        .y_labels(0)
         .y_desc(bars.y_desc)
         .axis_desc_style(("sans-serif", 15))
-        .label_style(("sans-serif", 13))
         .draw()
         .map_err(err)?;
+    let tick_style =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+    for k in 0..=(y_max / step).round() as usize {
+        let t = k as f64 * step;
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, t), (n as f64, t)],
+                BLACK.mix(0.12).stroke_width(1),
+            ))
+            .map_err(err)?;
+        let (px, py) = chart.backend_coord(&(0.0, t));
+        root.draw(&PathElement::new(
+            [(px - 5, py), (px, py)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(err)?;
+        root.draw(&Text::new(trim_number(t), (px - 8, py), tick_style.clone()))
+            .map_err(err)?;
+    }
 
     let m = bars.series.len().max(1) as f64;
     let slot = 0.84 / m;
@@ -108,7 +124,8 @@ fn draw_bars(path: &Path, bars: &Bars<'_>) -> Result<(), String> {
     for (k, (lock, values)) in bars.series.iter().enumerate() {
         let color = lock_color(lock);
         let mut rects = Vec::new();
-        let mut labels = Vec::new();
+        // (text, anchor in chart coordinates, above the anchor?)
+        let mut labels: Vec<(String, (f64, f64), bool)> = Vec::new();
         for (i, v) in values.iter().enumerate() {
             let x0 = i as f64 + 0.08 + k as f64 * slot;
             let x1 = x0 + slot * 0.9;
@@ -123,13 +140,13 @@ fn draw_bars(path: &Path, bars: &Bars<'_>) -> Result<(), String> {
                     rects.push(Rectangle::new([(x0, bars.base), (x1, *v)], color.filled()));
                     if *v >= bars.base {
                         let top = range.map_or(*v, |(_, hi)| hi.max(*v));
-                        labels.push(Text::new((bars.label)(*v), (xm, top), above.clone()));
+                        labels.push(((bars.label)(*v), (xm, top), true));
                     } else {
                         let bottom = range.map_or(*v, |(lo, _)| lo.min(*v));
-                        labels.push(Text::new((bars.label)(*v), (xm, bottom), below.clone()));
+                        labels.push(((bars.label)(*v), (xm, bottom), false));
                     }
                 }
-                None => labels.push(Text::new("n/a".to_string(), (xm, bars.base), above.clone())),
+                None => labels.push(("n/a".to_string(), (xm, bars.base), true)),
             }
         }
         chart.draw_series(rects).map_err(err)?;
@@ -147,7 +164,17 @@ fn draw_bars(path: &Path, bars: &Bars<'_>) -> Result<(), String> {
             }
             chart.draw_series(lines).map_err(err)?;
         }
-        chart.draw_series(labels).map_err(err)?;
+        // Drawn in pixels, 3 px clear of the bar's end or whisker.
+        for (text, at, up) in labels {
+            let (px, py) = chart.backend_coord(&at);
+            let (py, style) = if up {
+                (py - 3, &above)
+            } else {
+                (py + 3, &below)
+            };
+            root.draw(&Text::new(text, (px, py), style.clone()))
+                .map_err(err)?;
+        }
     }
 
     // The reference line last, over the bars.
@@ -217,10 +244,10 @@ fn legend<'a, DB: DrawingBackend>(
             .map_err(err)?;
         area.draw(&PathElement::new([(x + 3, y + 14), (x + 11, y + 14)], ink))
             .map_err(err)?;
-        let text = "lowest to highest round";
+        let text = "lowest to highest round (bars and numbers: the median)";
         area.draw(&Text::new(text, (x + 20, y), font.clone()))
             .map_err(err)?;
-        x += 50 + 7 * text.len() as i32;
+        x += 40 + 7 * text.len() as i32;
     }
     if na {
         area.draw(&Text::new(NA_NOTE, (x, y), font.clone()))

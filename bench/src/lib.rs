@@ -659,7 +659,7 @@ fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf, PathBuf
         .map(|c| format!(", {c}"))
         .unwrap_or_default();
     let rounds = if report.rounds.is_empty() {
-        String::new()
+        ", one run (--repeat N shows the spread)".to_string()
     } else {
         format!(", medians of {} rounds", report.rounds.len())
     };
