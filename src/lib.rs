@@ -37,9 +37,9 @@
 //!     flag run; without the feature that loop never yields. The `try_` and blocking
 //!     acquires, upgrades and downgrades take no budget. Outside a tokio runtime the check
 //!     never yields. A task that must not yield can use `tokio::task::coop::unconstrained`.
-//!   - [`RwLock::read_timeout`], `write_timeout` and `upgradable_read_timeout`: give up
-//!     after a `Duration` ([`Elapsed`]), with nothing held or queued; they need a tokio
-//!     runtime with time enabled.
+//!   - `RwLock::read_timeout`, `write_timeout` and `upgradable_read_timeout`: give up
+//!     after a `Duration` (with the error `Elapsed`), with nothing held or queued; they
+//!     need a tokio runtime with time enabled.
 //!   - `From<tokio::sync::TryLockError>` for [`TryLockError`], so `?` works over both.
 //!
 //!   It is on by default so that the one-line swap from tokio's lock keeps tokio's
