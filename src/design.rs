@@ -33,7 +33,7 @@
 //! - If every waiter must be served in arrival order whatever it costs, and you want no
 //!   knobs: by default this lock lets arrivals steal the lock from the queue for
 //!   throughput, and bounds the unfairness with a timed handoff instead. It keeps
-//!   `tokio::sync::RwLock`'s strict order when built with [`Policy::fifo`] (every scenario
+//!   `tokio::sync::RwLock`'s strict order when built with [`Policy::fifo`](crate::Policy::fifo) (every scenario
 //!   of tokio's own `RwLock` tests passes against that), at the cost in throughput that
 //!   `docs/performance.md` gives; `tokio::sync::RwLock` itself is the simpler
 //!   choice if that order is all you need.
@@ -143,4 +143,4 @@
 //! | `writer_yields` | owners are often tasks on the same worker | writers should queue at once |
 //! | `reader_wake_batch` | many readers queue behind writers | a burst of granted readers delays a writer too long |
 //! | `reader_spin` (the cap of the learned budget) | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11); `ZERO` turns it off |
-//! | `strict_order` ([`Policy::fifo`]) | code relies on tokio's first-come-first-served order | throughput matters (stealing is off) |
+//! | `strict_order` ([`Policy::fifo`](crate::Policy::fifo)) | code relies on tokio's first-come-first-served order | throughput matters (stealing is off) |
