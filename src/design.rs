@@ -33,11 +33,10 @@
 //! - If every waiter must be served in arrival order whatever it costs, and you want no
 //!   knobs: by default this lock lets arrivals steal the lock from the queue for
 //!   throughput, and bounds the unfairness with a timed handoff instead. It keeps
-//!   `tokio::sync::RwLock`'s strict order when built with [`Policy::fifo`](crate::Policy::fifo) (every scenario
-//!   of tokio's own `RwLock` tests passes against that), at the cost in throughput that
-//!   `docs/performance.md` gives; `tokio::sync::RwLock` itself is the simpler
-//!   choice if that order is all you need.
-//!
+//!   `tokio::sync::RwLock`'s strict order when built with
+//!   [`Policy::fifo`](crate::Policy::fifo) (every scenario of tokio's own `RwLock` tests
+//!   passes against that), at the cost in throughput that `docs/performance.md` gives;
+//!   `tokio::sync::RwLock` itself is the simpler choice if that order is all you need.
 //!
 //! # The algorithm
 //!
@@ -110,6 +109,26 @@
 //! bytes, the reader limit and the learned spin budgets. The `stats` feature adds 8 bytes
 //! per counter.
 //!
+//! # Cooperative scheduling (feature `tokio`, on by default)
+//!
+//! Inside a tokio runtime a task gets a budget of operations per turn, and tokio's own
+//! resources make it yield once the budget is spent, so that a task whose awaits are
+//! always ready still lets its neighbours run. Every async acquire takes one unit once it
+//! owns the lock, and a task whose budget is spent yields there, holding the lock, as
+//! tokio's lock does since tokio 1.54 (taking it before the acquire would yield before
+//! queueing, and let later arrivals pass a task that already returned `Pending`, against
+//! `Policy::fifo()`'s promise). The `try_` acquires take no budget (they cannot yield),
+//! nor do upgrades and downgrades (they take no new lock), nor the blocking acquires (a
+//! blocked thread cannot yield to tokio; they run their futures unconstrained). Outside a
+//! tokio runtime the check is one thread-local read and never yields.
+//!
+//! It is part of the `tokio` feature rather than a feature of its own because the budget
+//! only matters inside a tokio runtime, where the users of that feature already are, and
+//! the feature is on by default because a tokio user who swaps the `use` line would
+//! otherwise get a loop like `while !*flag.read().await {}` that never yields, and hangs a
+//! current-thread runtime (no `tokio::time::timeout` can fire there). Users of other
+//! executors turn it off with `default-features = false`, and take no tokio dependency.
+//!
 //! # Map of the source
 //!
 //! | file | what lives there |
@@ -127,9 +146,9 @@
 //! | `src/rwlock.rs` | `RwLock<T>`: construction and every acquire, grouped by guard kind; the `Send`/`Sync` impls and the variance table |
 //! | `src/rwlock/token.rs` | lock tokens: the one place the typed layer takes, changes and releases a lock |
 //! | `src/rwlock/guard.rs`, `owned.rs`, `upgradable.rs` | the guards (borrowed, owned, upgradable) and the `Upgrade` future |
-//! | `src/rwlock/blocking.rs`, `timeout.rs` | the blocking acquires; the timed ones (feature `tokio`) |
+//! | `src/rwlock/blocking.rs`, `timeout.rs`, `coop.rs` | the blocking acquires; the timed ones and tokio's cooperative budget (feature `tokio`) |
+//! | `src/design.rs` | this page |
 //! | `src/loom.rs` | where the atomics, the mutex and `UnsafeCell` come from (std or loom) |
-//!
 //!
 //! # The policy's knobs in detail
 //!

@@ -610,8 +610,8 @@ fn compare(cli: &Cli) -> Result<bool, String> {
     if timing.duration < Duration::from_secs(1) {
         println!(
             "note: windows under 1 s (--quick) check that the tool and the locks work; the \
-             per-task figures need the full run (in writers-240 one scheduling round of 240 \
-             tasks takes a sizeable part of a short window)."
+             per-task figures\nneed the full run (in writers-240 one scheduling round of \
+             240 tasks takes a sizeable part of\na short window)."
         );
     }
     let report = Report {
