@@ -56,7 +56,7 @@
 //! waiter that has waited 1 ms is handed the lock (fairness). Each lock carries a
 //! [`Policy`] to move that trade-off:
 //!
-//! - [`Policy::new()`]: the default; right for most locks.
+//! - [`Policy::new()`]: the default, what [`RwLock::new`] uses.
 //! - [`Policy::fifo()`]: tokio's strict first-come-first-served order (no arrival passes a
 //!   queued waiter); every scenario of tokio's own `RwLock` tests passes against it.
 //! - `handoff_timeout`: shorter is fairer and slower; `Duration::ZERO` hands the lock to
@@ -122,9 +122,9 @@
 //! future, so nothing allocates. Readers may steal a lock whose queue is not empty, and
 //! tasks spin briefly for a lock whose owner is running, for a budget each lock learns;
 //! a timed handoff to the head of the queue bounds the unfairness. A release wakes a
-//! queued writer alone, or grants every queued reader at once. Dropping an acquire is safe
-//! in every state. A lock is 48 bytes on 64-bit targets, as tokio's. [`design`] has the
-//! algorithm, when not to use this lock, and a map of the source.
+//! queued writer alone, or grants every queued reader (up to 256) at once. Dropping an
+//! acquire is safe in every state. A lock is 48 bytes on 64-bit targets, as tokio's.
+//! [`design`] has the algorithm, when not to use this lock, and a map of the source.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(
