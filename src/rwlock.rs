@@ -514,7 +514,10 @@ impl<T: ?Sized> RwLock<T> {
         guard
     }
 
-    /// Locks for writing if the lock is free and no handoff to a waiter is pending.
+    /// Locks for writing if the lock is idle: no reader or writer inside and nobody queued
+    /// (one compare-and-swap from the idle count word, as the kernel's
+    /// `down_write_trylock`). It fails whenever a waiter is queued, even if the lock is
+    /// free at that instant.
     ///
     /// ```
     /// use async_rwsem::RwLock;
