@@ -12,6 +12,8 @@
 //!   forms and `blocking_upgradable_read`, and the timed ones, `try_read_for`,
 //!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
 //! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
+//! - `coop` (feature `tokio`): tokio's cooperative budget, taken once an async acquire
+//!   owns the lock.
 //! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and
 //!   [`RwLockMappedWriteGuard`].
 //! - [`owned`]: the owned guards, [`OwnedRwLockReadGuard`], [`OwnedRwLockWriteGuard`] and
