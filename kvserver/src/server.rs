@@ -29,6 +29,11 @@ pub struct Config {
     pub persistence: Option<Persistence>,
     pub limits: Limits,
     pub max_clients: usize,
+    /// Unsent replies a client may have before the server stops reading its requests; a
+    /// client over it for `output_buffer_grace` without taking any reply is disconnected
+    /// (Redis' `client-output-buffer-limit`). 0: no limit.
+    pub output_buffer_limit: usize,
+    pub output_buffer_grace: Duration,
     /// Close connections idle (no request, or a reply not taken) this long; `None`: never.
     pub idle_timeout: Option<Duration>,
     /// How long shutdown waits for connections to finish their requests.
@@ -49,6 +54,8 @@ impl Config {
             persistence: None,
             limits: Limits::default(),
             max_clients: 10_000,
+            output_buffer_limit: DEFAULT_OUTPUT_BUFFER_LIMIT,
+            output_buffer_grace: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(300)),
             shutdown_timeout: Duration::from_secs(10),
             sweep_interval: Duration::from_millis(100),
@@ -56,6 +63,9 @@ impl Config {
         }
     }
 }
+
+/// Default of [`Config::output_buffer_limit`].
+pub const DEFAULT_OUTPUT_BUFFER_LIMIT: usize = 256 << 20;
 
 /// Shard count when `--shards` is not given (see the README for the measurement).
 pub const DEFAULT_SHARDS: usize = 4;

@@ -1128,3 +1128,89 @@ async fn pipelined_writes_share_one_batch() {
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     }
 }
+
+/// Sends all of `req` before reading anything (as redis-py's `pipeline.execute()` does with
+/// one `sendall()`), then reads until `replies` CRLF-terminated replies came; returns them.
+async fn send_all_then_read(addr: SocketAddr, req: &[u8], replies: usize) -> Vec<u8> {
+    let deadline = Duration::from_secs(120);
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    tokio::time::timeout(deadline, s.write_all(req))
+        .await
+        .expect("the server stopped reading the pipeline (its replies are not being taken)")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut lines = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    while lines < replies {
+        let n = tokio::time::timeout(deadline, s.read(&mut buf))
+            .await
+            .expect("replies stalled")
+            .unwrap();
+        assert!(n > 0, "closed after {lines} of {replies} replies");
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count();
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
+/// Issue 20, defect 2: a pipeline of 1M GETs and one of 1M SETs, each sent whole before the
+/// client reads a byte, are answered in full (the server reads and writes concurrently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_pipeline_sent_before_reading_is_answered() {
+    let dir = TempDir::new("huge-pipeline");
+    let srv = start(config(LockKind::Rwsem, Some(dir.path()))).await;
+    let mut c = connect(srv.addr).await;
+    let () = cmd(&mut c, &["SET", "k", "value"]).await.unwrap();
+    const N: usize = 1_000_000;
+    let req = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(N);
+    let got = send_all_then_read(srv.addr, &req, 2 * N).await;
+    assert_eq!(got.len(), N * b"$5\r\nvalue\r\n".len());
+    assert!(got.starts_with(b"$5\r\nvalue\r\n$5\r\nvalue\r\n"));
+    let mut req = Vec::with_capacity(N * 40);
+    for i in 0..N {
+        let k = format!("s{i:07}");
+        req.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n$8\r\n{k}\r\n$1\r\nv\r\n").as_bytes());
+    }
+    let got = send_all_then_read(srv.addr, &req, N).await;
+    assert_eq!(got, b"+OK\r\n".repeat(N));
+    assert_eq!(cmd::<i64>(&mut c, &["DBSIZE"]).await.unwrap(), N as i64 + 1);
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// A client that sends without ever reading is cut off once its unread replies pass the
+/// output buffer limit for the grace period (Redis' `client-output-buffer-limit`), and the
+/// server goes on serving the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_cut_off_at_the_output_limit() {
+    let mut cfg = config(LockKind::Rwsem, None);
+    cfg.output_buffer_limit = 1 << 20;
+    cfg.output_buffer_grace = Duration::from_millis(500);
+    let srv = start(cfg).await;
+    let mut c = connect(srv.addr).await;
+    let () = cmd(&mut c, &["SET", "big", &"x".repeat(100_000)])
+        .await
+        .unwrap();
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    let req = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(100);
+    let cut = within("cut off", async {
+        loop {
+            if s.write_all(&req).await.is_err() {
+                break;
+            }
+            let info: String = cmd(&mut c, &["INFO", "stats"]).await.unwrap();
+            if info.contains("client_output_buffer_limit_disconnections:1") {
+                break;
+            }
+        }
+    });
+    cut.await;
+    let info: String = cmd(&mut c, &["INFO", "stats"]).await.unwrap();
+    assert!(
+        info.contains("client_output_buffer_limit_disconnections:1"),
+        "{info}"
+    );
+    assert_eq!(cmd::<String>(&mut c, &["PING"]).await.unwrap(), "PONG");
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
