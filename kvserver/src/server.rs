@@ -206,6 +206,8 @@ pub const RESERVED_FDS: u64 = 32;
 /// Raises `RLIMIT_NOFILE` towards what `max_clients` needs (as far as the hard limit allows)
 /// and returns the number of clients the limit leaves room for, with [`RESERVED_FDS`] kept
 /// aside; as Redis does with `maxclients`.
+// rlim_t is u64 on 64-bit Linux, not everywhere.
+#[allow(clippy::unnecessary_cast)]
 pub fn fit_max_clients(max_clients: usize) -> Result<usize, String> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
