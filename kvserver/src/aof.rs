@@ -624,23 +624,28 @@ impl Inner {
 
     /// `Some` once record `seq` is resolved: written, or failed (with its error).
     fn check(&self, seq: u64) -> Option<Result<(), Failed>> {
-        let durable = self.durable.load(Ordering::Acquire);
-        if seq <= durable && seq > self.failed_to.load(Ordering::Acquire) {
+        // `fail` publishes `failed_to` before `durable`: once `durable` covers `seq`, a
+        // failure that covers it is visible too. A failure sets `durable` to its last record,
+        // so an unresolved record cannot have failed yet.
+        if seq > self.durable.load(Ordering::Acquire) {
+            return None;
+        }
+        if seq > self.failed_to.load(Ordering::Acquire) {
             return Some(Ok(()));
         }
         let p = self.lock_pending();
-        if let Some(f) = p
+        match p
             .failures
             .iter()
             .rev()
             .find(|f| f.from <= seq && seq <= f.to)
         {
-            return Some(Err(Failed {
+            Some(f) => Some(Err(Failed {
                 from: f.from,
                 msg: f.msg.clone(),
-            }));
+            })),
+            None => Some(Ok(())),
         }
-        (seq <= self.durable.load(Ordering::Acquire)).then_some(Ok(()))
     }
 
     /// Fails everything after the last written record (the batch being written and the
