@@ -1214,3 +1214,51 @@ async fn a_client_that_never_reads_is_cut_off_at_the_output_limit() {
     drop(c);
     within("stop", srv.stop()).await.unwrap();
 }
+
+/// `SHUTDOWN`: `SAVE` writes a snapshot first, the server stops on its own with the log
+/// flushed, and a restart has the data; a bad option is an error and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_command_stops_the_server() {
+    for (opt, snapshot) in [("SAVE", true), ("NOSAVE", false)] {
+        let dir = TempDir::new("shutdown");
+        let cfg = config(LockKind::Rwsem, Some(dir.path()));
+        let mut srv = start(cfg.clone()).await;
+        let mut c = connect(srv.addr).await;
+        let () = cmd(&mut c, &["SET", "k", "v"]).await.unwrap();
+        let e = cmd::<()>(&mut c, &["SHUTDOWN", "SOON"]).await.unwrap_err();
+        assert!(e.to_string().contains("syntax error"), "{e}");
+        assert!(cmd::<()>(&mut c, &["SHUTDOWN", opt]).await.is_err());
+        within("the server stops", srv.wait()).await.unwrap();
+        let dumps = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                let n = e.as_ref().unwrap().file_name();
+                let n = n.to_string_lossy();
+                n.starts_with("dump-") && n.ends_with(".kvs")
+            })
+            .count();
+        assert_eq!(dumps > 0, snapshot, "SHUTDOWN {opt}: {dumps} snapshots");
+        let srv = start(cfg).await;
+        let mut c = connect(srv.addr).await;
+        let v: String = cmd(&mut c, &["GET", "k"]).await.unwrap();
+        assert_eq!(v, "v");
+        drop(c);
+        within("stop", srv.stop()).await.unwrap();
+    }
+}
+
+/// `kvserver --help` starts with the server's own description.
+#[test]
+fn help_describes_the_server() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvserver"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.starts_with("kvserver: a Redis-protocol (RESP2) key-value server"),
+        "{text}"
+    );
+    assert!(text.contains("--client-output-buffer-limit"), "{text}");
+}
