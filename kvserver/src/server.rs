@@ -584,7 +584,10 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                         });
                     }
                     if flow == Flow::Close {
+                        // nothing after QUIT (or SHUTDOWN) is run
                         self.reading = Reading::Done;
+                        self.inbuf.clear();
+                        pos = 0;
                         break;
                     }
                     if batch.out.len() >= OUT_FLUSH {
@@ -596,6 +599,8 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                     shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                     resp::error(&mut batch.out, &format!("ERR {e}"));
                     self.reading = Reading::ProtocolError;
+                    self.inbuf.clear();
+                    pos = 0;
                     break;
                 }
             }
@@ -606,9 +611,6 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
             .in_bytes
             .store(self.inbuf.len(), Ordering::Relaxed);
         self.queue(&mut batch).await;
-        if self.reading != Reading::Open {
-            self.parse_pending = false;
-        }
         if self.inbuf.is_empty() && self.inbuf.capacity() > 1 << 20 {
             self.inbuf = Vec::with_capacity(READ_CHUNK);
         }

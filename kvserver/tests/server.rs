@@ -1262,3 +1262,24 @@ fn help_describes_the_server() {
     );
     assert!(text.contains("--client-output-buffer-limit"), "{text}");
 }
+
+/// A pipeline whose replies pass the output limit many times over, sent whole and then
+/// half-closed: the server pauses reading while the client takes replies, and every request
+/// is answered before the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_over_the_output_limit_is_answered_in_full() {
+    let mut cfg = config(LockKind::Rwsem, None);
+    cfg.output_buffer_limit = 64 << 10;
+    let srv = start(cfg).await;
+    let mut c = connect(srv.addr).await;
+    let () = cmd(&mut c, &["SET", "v", &"y".repeat(1000)]).await.unwrap();
+    let n = 5000;
+    let mut req = b"*2\r\n$3\r\nGET\r\n$1\r\nv\r\n".repeat(n);
+    req.extend_from_slice(b"PING\r\n");
+    let got = raw(srv.addr, &req, true).await;
+    let one = format!("$1000\r\n{}\r\n", "y".repeat(1000));
+    assert_eq!(got.len(), n * one.len() + b"+PONG\r\n".len());
+    assert!(got.ends_with(b"+PONG\r\n"));
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
