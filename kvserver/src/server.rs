@@ -342,9 +342,12 @@ async fn serve<L: ShardLock<Shard>>(
                     shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
                     if shared.stats.connected.load(Ordering::Relaxed) >= shared.config.max_clients {
                         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
-                        // Without a task: the descriptor is given back at once.
-                        let _ = sock.try_write(b"-ERR max number of clients reached\r\n");
-                        drop(sock);
+                        // Without a task: the descriptor is given back at once. A plain write:
+                        // a fresh socket's send buffer has room, whatever tokio's readiness says.
+                        if let Ok(std_sock) = sock.into_std() {
+                            use std::io::Write;
+                            let _ = (&std_sock).write(b"-ERR max number of clients reached\r\n");
+                        }
                         continue;
                     }
                     shared.stats.connected.fetch_add(1, Ordering::Relaxed);
