@@ -884,6 +884,12 @@ impl Log {
         self.inner.appended.load(Ordering::Acquire)
     }
 
+    /// Whether writes are accepted now (`INFO persistence`: `aof_last_write_status`).
+    pub fn writes_accepted(&self) -> bool {
+        let p = self.inner.lock_pending();
+        p.broken.is_none() && p.rollback_from.is_none() && p.sync_error.is_none()
+    }
+
     /// Whether record `seq` (already waited for with [`Log::wait`]) failed, and its error.
     pub fn failure(&self, seq: u64) -> Option<String> {
         match self.inner.check(seq) {

@@ -559,10 +559,12 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
                 let sv = &shared.store.saves;
                 let _ = write!(
                     s,
-                    "rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\n",
+                    "rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_last_write_status:{}\r\naof_rollbacks:{}\r\n",
                     sv.bgsave_in_progress.load(Ordering::Acquire) as u8,
                     sv.last_save.load(Ordering::Relaxed),
                     if sv.last_bgsave_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
+                    if log.writes_accepted() { "ok" } else { "err" },
+                    log.rollbacks(),
                 );
                 let _ = write!(
                     s,

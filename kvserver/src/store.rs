@@ -754,7 +754,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             },
         )?;
         let prev = g.insert(h, key, Entry { value, expire_at });
-        if *seq != 0 {
+        if self.log.is_some() {
             self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
         }
         self.reclaim(&mut g, &mut clock);
@@ -788,7 +788,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             },
         )?;
         let prev = g.insert(h, key, Entry { value, expire_at });
-        if *seq != 0 {
+        if self.log.is_some() {
             self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
         }
         self.reclaim(&mut g, &mut clock);
@@ -833,7 +833,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 },
             )?;
             let prev = g.remove(h, key);
-            if *seq != 0 {
+            if self.log.is_some() {
                 self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
             }
         } else {
@@ -849,7 +849,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 },
             )?;
             let old_at = g.set_expire(h, key, at);
-            if *seq != 0 {
+            if self.log.is_some() {
                 self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
             }
         }
@@ -878,7 +878,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             },
         )?;
         let old_at = g.set_expire(h, key, 0);
-        if *seq != 0 {
+        if self.log.is_some() {
             self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
         }
         Ok(true)
@@ -923,7 +923,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             let g = &mut guards[idx.binary_search(&i).unwrap()];
             let h = located[n].1;
             let prev = g.remove(h, &keys[n]);
-            if *seq != 0 {
+            if self.log.is_some() {
                 undo.push((i, undo_key(h, &keys[n], prev)));
             }
         }
@@ -979,7 +979,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                     expire_at: 0,
                 },
             );
-            if *seq != 0 {
+            if self.log.is_some() {
                 undo.push((i, undo_key(h, &key, prev)));
             }
         }
@@ -1022,7 +1022,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                     },
                 )?;
                 let prev = g.insert(h, key, e);
-                if *seq != 0 {
+                if self.log.is_some() {
                     self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
                 }
             }
@@ -1037,7 +1037,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                     },
                 )?;
                 let prev = g.remove(h, key);
-                if *seq != 0 {
+                if self.log.is_some() {
                     self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
                 }
             }
@@ -1054,7 +1054,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                     },
                 )?;
                 let old_at = g.set_expire(h, key, at);
-                if *seq != 0 {
+                if self.log.is_some() {
                     self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
                 }
             }
@@ -1110,7 +1110,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         )?;
         let prev_src = guards[gs].remove(sh, src);
         let prev_dst = guards[gd].insert(dh, dst, e);
-        if *seq != 0 {
+        if self.log.is_some() {
             self.push_undo(
                 *seq,
                 [
