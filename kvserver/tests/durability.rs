@@ -318,6 +318,8 @@ async fn kill9_keeps_every_acknowledged_write() {
         let writers: Vec<_> = (0..3)
             .map(|id| tokio::spawn(writer(addr, id, progress.clone())))
             .collect();
+        let saves_done = Arc::new(AtomicU64::new(0));
+        let done = saves_done.clone();
         let saver = tokio::spawn(async move {
             let mut saves = 0u32;
             if let Ok(client) = redis::Client::open(format!("redis://{addr}/")) {
@@ -327,6 +329,7 @@ async fn kill9_keeps_every_acknowledged_write() {
                             .await
                     {
                         saves += 1;
+                        done.fetch_add(1, Ordering::Relaxed);
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
@@ -334,8 +337,10 @@ async fn kill9_keeps_every_acknowledged_write() {
             saves
         });
         let p = progress.clone();
-        eventually("writers make progress", || {
-            std::future::ready(p.load(Ordering::Relaxed) >= 3000)
+        let sd = saves_done.clone();
+        // Not a race between the two: the kill comes once both happened.
+        eventually("writers make progress and a SAVE completes", || {
+            std::future::ready(p.load(Ordering::Relaxed) >= 3000 && sd.load(Ordering::Relaxed) > 0)
         })
         .await;
         srv.kill9();
@@ -596,8 +601,8 @@ fn rss(pid: u32) -> u64 {
     kb * 1024
 }
 
-const NKEYS: usize = 1536;
-const READ: usize = 1;
+const NKEYS: usize = 512;
+const READ: usize = 64 << 20;
 /// Issue 20, defect 5: the memory of a big `MGET` reply is given back once its client closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_big_reply_is_released_when_its_client_closes() {
