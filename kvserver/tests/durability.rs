@@ -392,6 +392,22 @@ async fn a_write_the_log_refused_is_never_read() {
         for i in 0..16 {
             set(&mut w, &format!("k{i}"), "old").await.unwrap();
         }
+        // A reader that reads all along, while the doomed writes are in memory too.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop2, addr) = (stop.clone(), srv.addr);
+        let hammer = tokio::spawn(async move {
+            let mut c = connect(addr).await;
+            let mut seen = Vec::new();
+            while !stop2.load(Ordering::Relaxed) {
+                let keys: Vec<String> = (0..16).map(|i| format!("k{i}")).collect();
+                let r: redis::RedisResult<Vec<Option<String>>> = within("mget", c.mget(keys)).await;
+                if let Ok(v) = r {
+                    seen.extend(v.into_iter().flatten().filter(|v| v != "old"));
+                }
+            }
+            seen
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
         shim.set(fault);
         // 16 pipelined writes on one connection: every one of them is refused.
         let mut p = redis::pipe();
@@ -428,6 +444,9 @@ async fn a_write_the_log_refused_is_never_read() {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        stop.store(true, Ordering::Relaxed);
+        let seen = within("reader", hammer).await.unwrap();
+        assert!(seen.is_empty(), "{fsync}: a concurrent reader saw {seen:?}");
         shim.set("");
         drop((w, r));
         srv.kill9();
