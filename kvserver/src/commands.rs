@@ -1085,24 +1085,24 @@ async fn execute_more<L: ShardLock<Shard>>(
             }
         }
         b"INCRBYFLOAT" => {
-            let Some(incr) = parse_float(&args[2]) else {
-                resp::error(out, "ERR value is not a valid float");
+            use crate::ldouble::{self, Parsed};
+            const NOT_FLOAT: &str = "ERR value is not a valid float";
+            const NOT_FINITE: &str = "ERR increment would produce NaN or Infinity";
+            let Some(incr) = ldouble::parse(&args[2]) else {
+                resp::error(out, NOT_FLOAT);
                 return Some(Flow::Continue);
             };
             let r = store
                 .update(&args[1], seq, |e, _| {
                     let (old, at) = match e {
-                        Some(e) => (
-                            parse_float(&e.value).ok_or("ERR value is not a valid float")?,
-                            e.expire_at,
-                        ),
-                        None => (0.0, 0),
+                        Some(e) => (ldouble::parse(&e.value).ok_or(NOT_FLOAT)?, e.expire_at),
+                        None => (ldouble::parse(b"0").expect("zero"), 0),
                     };
-                    let v = old + incr;
-                    if !v.is_finite() {
-                        return Err("ERR increment would produce NaN or Infinity".into());
-                    }
-                    let text = format_float(v).into_bytes();
+                    let (Parsed::Finite(old), Parsed::Finite(incr)) = (old, &incr) else {
+                        return Err(NOT_FINITE.into());
+                    };
+                    let v = ldouble::add(old, *incr).ok_or(NOT_FINITE)?;
+                    let text = ldouble::format(v).into_bytes();
                     Ok((
                         Change::Put(Entry {
                             value: text.clone(),
@@ -1166,29 +1166,6 @@ fn expire_at(n: i64, secs: bool, relative: bool, now: u64) -> Option<u64> {
         ms
     };
     (ms > 0).then_some(ms as u64)
-}
-
-/// A float argument as Redis reads it (`strtold`, the whole string, no NaN).
-fn parse_float(s: &[u8]) -> Option<f64> {
-    let t = std::str::from_utf8(s).ok()?;
-    if t.is_empty() || t.len() >= 5 * 1024 || t.starts_with(|c: char| c.is_ascii_whitespace()) {
-        return None;
-    }
-    let v: f64 = t.parse().ok()?;
-    (!v.is_nan()).then_some(v)
-}
-
-/// A float result as `INCRBYFLOAT` shows it: plain decimal notation, no exponent, no
-/// trailing zeros (Redis prints its long double with `%.17Lf` and trims the zeros; this
-/// server computes in `f64` and prints the shortest decimal that reads back as the same
-/// value, which is the same text for the decimal numbers users type).
-fn format_float(v: f64) -> String {
-    let s = format!("{v}");
-    if s == "-0" {
-        "0".into()
-    } else {
-        s
-    }
 }
 
 /// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`, checked in Redis' order: the options, the

@@ -44,6 +44,7 @@
 pub mod aof;
 pub mod commands;
 pub mod glob;
+pub mod ldouble;
 pub mod lock;
 pub mod resp;
 pub mod server;
