@@ -497,3 +497,199 @@ fn a_panic_inside_a_section_that_awaits_releases_the_lock() {
     assert!(rt.block_on(task).unwrap_err().is_panic());
     assert_idle(&l);
 }
+
+// ---------------------------------------------------------------------------------------
+// `Waker::wake` panics in a downgrade: the downgrade grants the queued readers (or the
+// queued upgradable reader) and wakes them. The lock must have changed hands, from the
+// old mode's guard to the new one's, before the wakers run: the unwind then drops the new
+// guard, which releases the new mode once. (Before, it dropped the old one: a downgraded
+// write lock was write-unlocked, or `UPGRADABLE` taken twice.)
+
+type Pair = Arc<RwLock<(u32, u32)>>;
+
+fn pair() -> Pair {
+    Arc::new(RwLock::with_policy((1, 2), queue_at_once()))
+}
+
+/// `hold` takes the lock (a write lock, or the upgradable read lock); then `waiter`'s
+/// acquire queues behind it with a waker whose wake panics; `downgrade` downgrades the
+/// guard and drops the result (the waiter is an owned acquire, so that its future does not
+/// borrow the lock). The downgrade grants the waiter and panics with its wake:
+/// afterwards the waiter holds its lock, the downgraded lock is released exactly once, and
+/// the lock ends idle.
+fn downgrade_with_a_panicking_wake<'a, G, W: Future>(
+    l: &'a Pair,
+    hold: impl FnOnce(&'a Pair) -> G,
+    waiter: impl FnOnce(&'a Pair) -> W,
+    downgrade: impl FnOnce(G),
+    check_granted: impl FnOnce(&'a Pair, W::Output),
+) {
+    let probe = Probe::new();
+    let guard = hold(l);
+    let mut waiting = Box::pin(waiter(l));
+    assert!(poll_with(waiting.as_mut(), &probe_waker(&probe)).is_pending());
+    probe.panic_wake.store(true, SeqCst);
+    panics(|| downgrade(guard));
+    assert_eq!(
+        probe.wakes(),
+        1,
+        "the downgrade granted and woke the waiter"
+    );
+    probe.panic_wake.store(false, SeqCst);
+    let Poll::Ready(granted) = poll_with(waiting.as_mut(), &probe_waker(&probe)) else {
+        panic!("the waiter was granted and woken, yet is not ready");
+    };
+    check_granted(l, granted);
+    drop(waiting);
+    assert_idle(l);
+    assert_eq!(Arc::strong_count(l), 1, "an owned guard's Arc was leaked");
+    assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+}
+
+/// A reader was granted: only readers hold the lock now (the downgraded lock was released
+/// with the unwind, and never write-unlocked), and no upgradable bit was left behind.
+fn reader_alone(l: &Pair, guard: impl std::ops::Deref<Target = (u32, u32)>) {
+    assert_eq!(guard.0, 1);
+    assert!(l.try_write().is_err(), "the reader holds the lock");
+    let up = l
+        .try_upgradable_read()
+        .expect("the downgraded upgradable lock was released");
+    drop((up, guard));
+}
+
+fn queued_reader(l: &Pair) -> impl Future<Output = async_rwsem::OwnedRwLockReadGuard<(u32, u32)>> {
+    Arc::clone(l).read_owned()
+}
+
+#[test]
+fn a_panicking_wake_in_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| drop(w.downgrade()),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_downgrade_to_upgradable_releases_the_upgradable_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| drop(async_rwsem::RwLockWriteGuard::downgrade_to_upgradable(w)),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| {
+            drop(async_rwsem::RwLockWriteGuard::downgrade_map(w, |pair| {
+                &pair.1
+            }))
+        },
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_try_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| {
+            let r = async_rwsem::RwLockWriteGuard::try_downgrade_map(w, |pair| Some(&pair.1));
+            drop(r.ok().expect("the closure returned Some"));
+        },
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| drop(w.downgrade()),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_downgrade_to_upgradable_releases_it_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| drop(OwnedRwLockWriteGuard::downgrade_to_upgradable(w)),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| drop(OwnedRwLockWriteGuard::downgrade_map(w, |pair| &pair.1)),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_try_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| {
+            let r = OwnedRwLockWriteGuard::try_downgrade_map(w, |pair| Some(&pair.1));
+            drop(r.ok().expect("the closure returned Some"));
+        },
+        reader_alone,
+    );
+}
+
+/// An upgradable reader was granted: it holds the upgradable lock (the old one's
+/// `UPGRADABLE` was not taken from it by the unwind), beside no writer.
+fn upgradable_alone(l: &Pair, guard: impl std::ops::Deref<Target = (u32, u32)>) {
+    assert_eq!(guard.1, 2);
+    assert!(
+        l.try_upgradable_read().is_err(),
+        "a second upgradable reader got in beside the granted one"
+    );
+    assert!(l.try_write().is_err());
+    let r = l.try_read().expect("plain readers share the lock");
+    drop((r, guard));
+}
+
+#[test]
+fn a_panicking_wake_in_an_upgradable_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_upgradable_read().unwrap(),
+        |l| Arc::clone(l).upgradable_read_owned(),
+        |u| drop(RwLockUpgradableReadGuard::downgrade(u)),
+        upgradable_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_upgradable_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_upgradable_read_owned().unwrap(),
+        |l| Arc::clone(l).upgradable_read_owned(),
+        |u| drop(async_rwsem::OwnedRwLockUpgradableReadGuard::downgrade(u)),
+        upgradable_alone,
+    );
+}

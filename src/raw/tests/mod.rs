@@ -5,6 +5,8 @@
 //! The typed layer's tests are in `crate::rwlock::tests`; both use [`support`].
 
 #[cfg(not(loom))]
+mod panics;
+#[cfg(not(loom))]
 mod transitions;
 #[cfg(not(loom))]
 mod upgradable;
