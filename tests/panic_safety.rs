@@ -606,7 +606,10 @@ fn a_panicking_wake_in_try_downgrade_map_releases_the_read_lock_once() {
         queued_reader,
         |w| {
             let r = async_rwsem::RwLockWriteGuard::try_downgrade_map(w, |pair| Some(&pair.1));
-            drop(r.ok().expect("the closure returned Some"));
+            let Ok(r) = r else {
+                panic!("the closure returned Some")
+            };
+            drop(r);
         },
         reader_alone,
     );
@@ -653,7 +656,10 @@ fn a_panicking_wake_in_an_owned_try_downgrade_map_releases_the_read_lock_once() 
         queued_reader,
         |w| {
             let r = OwnedRwLockWriteGuard::try_downgrade_map(w, |pair| Some(&pair.1));
-            drop(r.ok().expect("the closure returned Some"));
+            let Ok(r) = r else {
+                panic!("the closure returned Some")
+            };
+            drop(r);
         },
         reader_alone,
     );

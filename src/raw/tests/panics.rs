@@ -201,12 +201,8 @@ fn a_panicking_wake_in_a_queueing_writers_grant_releases_its_write_lock() {
         let w2 = pin!(l.write());
         poll_panics(w2, &Probe::new(false).waker());
         assert_eq!(first.wakes(), 1, "the head writer was woken");
-        assert_eq!(
-            l.raw.count_word(),
-            W | WAITERS,
-            "the second writer took the lock"
-        );
-        // Dropped after the panic: the future gives the write lock it took back.
+        // The unwind dropped the lock future (the `async fn`'s state): it gave the write
+        // lock it took back.
     }
     assert_eq!(
         l.raw.count_word(),
