@@ -4,7 +4,6 @@
 //! tokio's test names; a scenario that goes beyond tokio's file says so.
 //!
 //! Where tokio's file asserts a panic message, the message is the same here.
-#![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::task::Poll;

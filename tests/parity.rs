@@ -8,7 +8,6 @@
 //! writer at once and serves strictly in arrival order, this lock lets arrivals steal
 //! and bounds it with a timed handoff) is left out: each step here is one that both
 //! guarantee.
-#![cfg(not(loom))]
 
 macro_rules! parity {
     ($name:ident, $($krate:ident)::+) => {

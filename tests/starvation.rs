@@ -11,7 +11,6 @@
 //! what is left, the races of woken waiters against arrivals: in the 240-writer case of
 //! `cargo run --release --example compare -- --sweep` turning it off takes the per-task
 //! min/mean from 0.98 to 0.01 and the worst wait from about 5 ms to about half a second.
-#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;

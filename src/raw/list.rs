@@ -330,9 +330,9 @@ impl WaitList {
 }
 
 /// Capacity of a [`WakeList`]: a full reader batch plus one writer.
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
 const WAKE_LIST_CAP: usize = super::policy::MAX_READER_WAKE_BATCH + 1;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 const WAKE_LIST_CAP: usize = 16;
 
 /// Wakers collected under the wait lock, called after it is released. Lives on the stack:
@@ -403,6 +403,6 @@ impl Drop for WakeList {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 #[path = "tests/list.rs"]
 mod tests;

@@ -405,7 +405,7 @@ const fn encode_handoff(d: Duration) -> u32 {
         }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 mod tests {
     use super::*;
 

@@ -39,7 +39,6 @@ use super::stats::lockevent;
 use super::wake::WakeType;
 use super::write::WriterWaitState;
 use super::RawRwLock;
-use crate::loom::lock;
 
 #[derive(Debug)]
 enum Phase<'a> {
@@ -377,7 +376,7 @@ impl RawRwLock {
         // A new waker, cloned without the wait lock held (foreign code may panic).
         let mut new_waker = None;
         loop {
-            let mut list = lock(&self.wait_list);
+            let mut list = self.wait_lock();
             if waiter.state(Relaxed) != NodeState::Waiting {
                 return true;
             }

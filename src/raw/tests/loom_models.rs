@@ -1,6 +1,6 @@
 //! loom models of the lock's transitions (upgrades and `max_readers` are in
 //! `loom_upgrade.rs`). Run with
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release --lib`
+//! `RUSTFLAGS="--cfg async_rwsem_loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release --lib`
 //! (as CI does: about 25 s for every model on 2 cores). Never run them without
 //! `LOOM_MAX_PREEMPTIONS`: unbounded, a model can run for hours.
 //!

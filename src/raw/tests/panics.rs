@@ -293,3 +293,30 @@ fn an_upgradable_reader_repolled_after_a_panicking_clone_starts_over() {
     unsafe { l.raw.unlock_upgradable() };
     assert_idle(&l);
 }
+
+#[test]
+fn a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future() {
+    // Strict order: a reader that arrives in the window of a release queues (it may not
+    // pass the queue), and its queueing grants the head reader and itself; its own wake
+    // panics. Its node is `Granted`: the unwind drops its future, which releases the lock.
+    let l = lock(queue_at_once().strict_order(true));
+    let first = Probe::new(false);
+    let w = l.try_write().unwrap();
+    let mut r1 = pin!(l.read());
+    assert!(poll_with(r1.as_mut(), &first.waker()).is_pending());
+    write_release_first_half(&l, w);
+    let own = Probe::new(true);
+    {
+        let r2 = pin!(l.read());
+        poll_panics(r2, &own.waker());
+    }
+    assert_eq!(first.wakes(), 1, "the head reader was granted and woken");
+    assert_eq!(own.wakes(), 1, "the queueing reader granted itself");
+    assert_eq!(l.raw.count_word(), R, "only the head reader holds the lock");
+    l.raw.wake();
+    let Poll::Ready(g) = poll_with(r1, &first.waker()) else {
+        panic!("the granted reader is not ready");
+    };
+    drop(g);
+    assert_idle(&l);
+}
