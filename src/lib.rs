@@ -138,7 +138,7 @@
 //! pass a non-empty queue at all. The defaults follow the kernel where the measurements
 //! agree and the measurements where they do not: `Policy::new`'s documentation says
 //! where they come from, the README's *Performance* section has the figures, and
-//! `cargo run --release --example compare -- --sweep` redraws the trade-off curve
+//! `cargo run --release -p bench -- --sweep` redraws the trade-off curve
 //! (throughput against fairness, per handoff timeout and spin budget) on your machine.
 //!
 //! | knob | raise it when | lower it when |

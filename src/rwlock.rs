@@ -12,6 +12,8 @@
 //!   forms and `blocking_upgradable_read`, and the timed ones, `try_read_for`,
 //!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
 //! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
+//! - `coop` (feature `tokio`): tokio's cooperative budget, taken once an async acquire
+//!   owns the lock.
 //! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and
 //!   [`RwLockMappedWriteGuard`].
 //! - [`owned`]: the owned guards, [`OwnedRwLockReadGuard`], [`OwnedRwLockWriteGuard`] and
@@ -539,7 +541,10 @@ impl<T: ?Sized> RwLock<T> {
         guard
     }
 
-    /// Locks for writing if the lock is free and no handoff to a waiter is pending.
+    /// Locks for writing if the lock is idle: no reader or writer inside and nobody queued
+    /// (one compare-and-swap from the idle count word, as the kernel's
+    /// `down_write_trylock`). It fails whenever a waiter is queued, even if the lock is
+    /// free at that instant.
     ///
     /// ```
     /// use async_rwsem::RwLock;

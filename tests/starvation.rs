@@ -9,7 +9,7 @@
 //! rules that prevent starvation: a reader never joins readers that own the lock while
 //! someone waits, and a writer does not spin against a non-empty queue. The handoff bounds
 //! what is left, the races of woken waiters against arrivals: in the 240-writer case of
-//! `cargo run --release --example compare -- --sweep` turning it off takes the per-task
+//! `cargo run --release -p bench -- --sweep` turning it off takes the per-task
 //! min/mean from 0.98 to 0.01 and the worst wait from about 5 ms to about half a second.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};

@@ -404,5 +404,4 @@ impl Drop for WakeList {
 }
 
 #[cfg(all(test, not(async_rwsem_loom)))]
-#[path = "tests/list.rs"]
 mod tests;

@@ -94,7 +94,7 @@ impl Policy {
     /// queue (bounded by the handoff).
     ///
     /// The handoff timeout was picked from the policy sweep of the `compare` example
-    /// (`cargo run --release --example compare -- --sweep`): 1 ms kept the 240-writer
+    /// (`cargo run --release -p bench -- --sweep`): 1 ms kept the 240-writer
     /// case fair and the readers of the awaiting 8+8 case above a third of the operations,
     /// where the kernel's 4 ms did not. 10 us of spin is the kernel's writer figure; one
     /// yield measured better than none. The README's *Performance* section has the

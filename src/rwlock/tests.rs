@@ -176,25 +176,13 @@ async fn owned_guards_across_tokio_spawn() {
 fn owned_downgrade_grants_queued_readers_not_writers() {
     let l = arc_pair_lock();
     let mut w = Arc::clone(&l).try_write_owned().unwrap();
-    let mut r1 = spawn(Arc::clone(&l).read_owned());
-    let mut w2 = spawn(Arc::clone(&l).write_owned());
-    let mut r2 = spawn(l.read());
-    assert_pending!(r1.poll());
-    assert_pending!(w2.poll());
-    assert_pending!(r2.poll());
     w.0 = 5;
-    let r = w.downgrade();
-    assert_eq!(r.0, 5);
-    assert!(r1.is_woken() && r2.is_woken());
-    assert!(!w2.is_woken());
-    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
-    let g1 = assert_ready!(r1.poll());
-    let g2 = assert_ready!(r2.poll());
-    assert!(l.try_write().is_err());
-    drop((r, g1, g2));
-    assert!(w2.is_woken());
-    drop(assert_ready!(w2.poll()));
-    assert_eq!(l.raw.count_word(), 0);
+    check_downgrade_grants_readers_not_writers(&l, w, |w| {
+        let r = w.downgrade();
+        assert_eq!(r.0, 5);
+        r
+    });
+    assert_eq!(Arc::strong_count(&l), 1);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -314,29 +302,12 @@ fn map_closure_panic_releases_the_lock() {
 fn downgrade_map_grants_queued_readers_not_writers() {
     let l = pair_lock();
     let mut w = l.try_write().unwrap();
-    let mut r1 = spawn(l.read());
-    let mut w2 = spawn(l.write());
-    let mut r2 = spawn(l.read());
-    assert_pending!(r1.poll());
-    assert_pending!(w2.poll());
-    assert_pending!(r2.poll());
-    assert_eq!(l.raw.count_word(), W | WAITERS);
     w.1.push(40);
-    let list = RwLockWriteGuard::downgrade_map(w, |p| &p.1);
-    assert_eq!(list.len(), 4);
-    // Both queued readers are granted in the same step; the writer stays queued.
-    assert!(r1.is_woken() && r2.is_woken());
-    assert!(!w2.is_woken());
-    assert_eq!(l.raw.count_word(), (3 * R) | WAITERS);
-    assert_eq!(l.raw.queue_len(), 1);
-    let g1 = assert_ready!(r1.poll());
-    let g2 = assert_ready!(r2.poll());
-    assert_eq!(g1.1, *list);
-    assert!(l.try_write().is_err());
-    drop((list, g1, g2));
-    assert!(w2.is_woken());
-    drop(assert_ready!(w2.poll()));
-    assert_eq!(l.raw.count_word(), 0);
+    check_downgrade_grants_readers_not_writers(&l, w, |w| {
+        let list = RwLockWriteGuard::downgrade_map(w, |p| &p.1);
+        assert_eq!(*list, [10, 20, 30, 40]);
+        list
+    });
 }
 
 #[test]
@@ -413,23 +384,17 @@ fn owned_write_guard_map_try_map_into_mapped() {
 fn owned_downgrade_map_grants_queued_readers_not_writers() {
     let l = arc_pair_lock();
     let w = Arc::clone(&l).try_write_owned().unwrap();
-    let mut r1 = spawn(Arc::clone(&l).read_owned());
-    let mut w2 = spawn(Arc::clone(&l).write_owned());
-    assert_pending!(r1.poll());
-    assert_pending!(w2.poll());
-    let w = OwnedRwLockWriteGuard::try_downgrade_map(w, |p| p.1.get(9)).unwrap_err();
-    assert_eq!(l.raw.count_word(), W | WAITERS);
-    assert!(!r1.is_woken());
-    let zero: OwnedRwLockReadGuard<Pair, u32> = OwnedRwLockWriteGuard::downgrade_map(w, |p| &p.0);
-    assert_eq!(*zero, 1);
-    assert!(r1.is_woken());
-    assert!(!w2.is_woken());
-    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS);
-    let g1 = assert_ready!(r1.poll());
-    drop((zero, g1));
-    assert!(w2.is_woken());
-    let w2 = assert_ready!(w2.poll());
-    let last = OwnedRwLockWriteGuard::try_downgrade_map(w2, |p| p.1.last()).unwrap();
+    check_downgrade_grants_readers_not_writers(&l, w, |w| {
+        // A failed map downgrades nothing: still write-locked, the queue untouched.
+        let w = OwnedRwLockWriteGuard::try_downgrade_map(w, |p| p.1.get(9)).unwrap_err();
+        assert_eq!(l.raw.count_word(), W | WAITERS);
+        let zero: OwnedRwLockReadGuard<Pair, u32> =
+            OwnedRwLockWriteGuard::downgrade_map(w, |p| &p.0);
+        assert_eq!(*zero, 1);
+        zero
+    });
+    let w = Arc::clone(&l).try_write_owned().unwrap();
+    let last = OwnedRwLockWriteGuard::try_downgrade_map(w, |p| p.1.last()).unwrap();
     assert_eq!(*last, 30);
     assert_eq!(l.raw.count_word(), R);
     drop(last);

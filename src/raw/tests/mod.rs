@@ -47,6 +47,43 @@ pub(crate) mod support {
             .handoff_timeout(Duration::MAX)
     }
 
+    /// The downgrade scenario: behind a write lock `w` of `lock` a reader, a writer and a
+    /// reader queue; `downgrade(w)` turns the write lock into a read lock and returns
+    /// what now holds it. Both readers are granted with it (the writer between them does
+    /// not hold them back under this policy) and the writer stays queued until every
+    /// reader has left; then it gets the lock, and the lock ends idle.
+    #[cfg(not(async_rwsem_loom))]
+    #[track_caller]
+    pub(crate) fn check_downgrade_grants_readers_not_writers<T: ?Sized + std::fmt::Debug, W, G>(
+        lock: &RwLock<T>,
+        w: W,
+        downgrade: impl FnOnce(W) -> G,
+    ) {
+        use tokio_test::task::spawn;
+        use tokio_test::{assert_pending, assert_ready};
+
+        let mut r1 = spawn(lock.read());
+        let mut w2 = spawn(lock.write());
+        let mut r2 = spawn(lock.read());
+        assert_pending!(r1.poll());
+        assert_pending!(w2.poll());
+        assert_pending!(r2.poll());
+        assert_eq!(lock.raw.count_word(), W | WAITERS);
+        let r = downgrade(w);
+        // Both queued readers are granted in the same step; the writer stays queued.
+        assert!(r1.is_woken() && r2.is_woken());
+        assert!(!w2.is_woken());
+        assert_eq!(lock.raw.count_word(), (3 * R) | WAITERS);
+        assert_eq!(lock.raw.queue_len(), 1);
+        let g1 = assert_ready!(r1.poll());
+        let g2 = assert_ready!(r2.poll());
+        assert!(lock.try_write().is_err());
+        drop((r, g1, g2));
+        assert!(w2.is_woken());
+        drop(assert_ready!(w2.poll()));
+        assert_idle(lock);
+    }
+
     /// The lock is unlocked and nobody waits: the count word is 0, the queue empty.
     #[track_caller]
     pub(crate) fn assert_idle<T: ?Sized>(lock: &RwLock<T>) {

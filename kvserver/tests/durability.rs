@@ -4,28 +4,8 @@
 //! fail. After each, a server restarted on the same directory must hold every write that was
 //! acknowledged, and none whose client got an error.
 
-#[allow(dead_code)]
-#[path = "../examples/kvserver/aof.rs"]
-mod aof;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/commands.rs"]
-mod commands;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/glob.rs"]
-mod glob;
-mod kvserver_support;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/lock.rs"]
-mod lock;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/resp.rs"]
-mod resp;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/server.rs"]
-mod server;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/store.rs"]
-mod store;
+use kvserver::aof;
+mod support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -38,9 +18,9 @@ use redis::AsyncCommands;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::aof::Fsync;
-use crate::kvserver_support::*;
-use crate::lock::LockKind;
+use crate::support::*;
+use kvserver::aof::Fsync;
+use kvserver::lock::LockKind;
 
 /// Not a test: the server process that the tests below start (and kill).
 #[test]

@@ -325,5 +325,17 @@ where
         Ok(Measured { elapsed, tasks })
     });
     rt.shutdown_timeout(Duration::from_secs(1));
+    // With the `stats` feature and `COMPARE_STATS=1`, async-rwsem's lock events (what spun,
+    // what queued, what was handed off): `COMPARE_STATS=1 cargo run --release -p bench
+    // --features stats`.
+    if let (Some(stats), Some(_)) = (lock.stats(), std::env::var_os("COMPARE_STATS")) {
+        let events: Vec<String> = stats
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .filter(|&(_, n)| n != "0")
+            .map(|(name, n)| format!("{name}={n}"))
+            .collect();
+        eprintln!("async-rwsem lock events: {}", events.join(" "));
+    }
     outcome
 }

@@ -13,9 +13,10 @@ use tokio::task::JoinSet;
 
 use crate::aof::Fsync;
 use crate::commands::{self, Flow};
-use crate::lock::{AsyncLock, LockKind, RwsemLock, ShardLock, TokioLock};
+use crate::lock::{LockKind, ShardLock};
 use crate::resp::{self, Limits, RequestParser};
 use crate::store::{Persistence, Shard, Store};
+use lock_adapters::{AsyncLockRw, Rwsem, Tokio};
 
 /// Everything the server can be told.
 #[derive(Clone, Debug)]
@@ -107,9 +108,9 @@ impl Running {
 /// Replays the data, binds the port and starts serving in a task.
 pub async fn start(config: Config) -> Result<Running, String> {
     match config.lock {
-        LockKind::Rwsem => start_with::<RwsemLock<Shard>>(config).await,
-        LockKind::Tokio => start_with::<TokioLock<Shard>>(config).await,
-        LockKind::AsyncLock => start_with::<AsyncLock<Shard>>(config).await,
+        LockKind::Rwsem => start_with::<Rwsem<Shard>>(config).await,
+        LockKind::Tokio => start_with::<Tokio<Shard>>(config).await,
+        LockKind::AsyncLock => start_with::<AsyncLockRw<Shard>>(config).await,
     }
 }
 

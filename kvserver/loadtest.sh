@@ -3,13 +3,13 @@
 # (same durability settings) when one is installed. Prints Markdown tables (and writes them to
 # $OUT if set). Every figure is the median of $REPS runs; the targets run interleaved.
 #
-#   examples/kvserver/loadtest.sh                 # full run (about 6 minutes on 2 cores)
-#   QUICK=1 examples/kvserver/loadtest.sh         # smaller, one repetition
+#   kvserver/loadtest.sh                 # full run (about 6 minutes on 2 cores)
+#   QUICK=1 kvserver/loadtest.sh         # smaller, one repetition
 #
 # Sections:
 #   1. redis-benchmark SET and GET, random keys, -P 16 -c 50, appendfsync everysec;
 #   2. the same under appendfsync always (redis-server --appendfsync always beside it);
-#   3. the lock-sensitive scenario: examples/ycsb.rs --workloads long (long readers, SCAN,
+#   3. the lock-sensitive scenario: src/bin/ycsb.rs --workloads long (long readers, SCAN,
 #      KEYS, large MGET, and SAVE beside a SET/GET stream), per command class;
 #   4. redis-benchmark's default tests: which ones this server supports (one short run);
 #   5. with YCSB=1: YCSB-like workloads A, B, C.
@@ -23,7 +23,7 @@
 # SHARDS (empty: the server's default), THREADS, YCSB, YCSB_OPS, YCSB_RECORDS.
 set -euo pipefail
 
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 
 QUICK=${QUICK:-}
 N=${N:-$([ -n "$QUICK" ] && echo 200000 || echo 1000000)}
@@ -50,11 +50,11 @@ HAVE_REDIS=$(command -v redis-server >/dev/null && echo 1 || echo "")
 [ -n "$HAVE_REDIS" ] || echo "redis-server not found: no reference rows (apt-get install -y redis-server)" >&2
 
 echo "building (release)..." >&2
-timeout 900 cargo build --release --quiet --example kvserver --example ycsb
+timeout 900 cargo build --release --quiet -p kvserver --bins
 # Absolute: redis-server resolves its --logfile after moving into its --dir.
 TARGET_DIR=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)
-KV=$TARGET_DIR/release/examples/kvserver
-YCSB_BIN=$TARGET_DIR/release/examples/ycsb
+KV=$TARGET_DIR/release/kvserver
+YCSB_BIN=$TARGET_DIR/release/ycsb
 
 # Data on the same disk as the build (not a tmpfs), so that fsync costs what it costs.
 WORK=$(mktemp -d "$TARGET_DIR/kvserver-loadtest.XXXXXX")

@@ -540,7 +540,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
                 visited += 1;
                 last_prefix = Some(prefix);
-                if clock.live(e) && pattern.map_or(true, |p| glob::matches(p, k)) {
+                if clock.live(e) && pattern.is_none_or(|p| glob::matches(p, k)) {
                     keys.push(k.to_vec());
                 }
             }

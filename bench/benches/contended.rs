@@ -1,10 +1,10 @@
 //! Contended lock+unlock for this lock and its peers, in one run:
-//! `cargo bench --bench contended`.
+//! `cargo bench -p bench --bench contended`.
 //!
 //! Each case spawns a fixed set of tasks on a tokio multi-thread runtime (one worker per
 //! core) and times, through `iter_custom`, how long they take to do `iters` operations
 //! between them; criterion reports the time per operation. The sections are those of the
-//! `compare` example (`examples/compare/data.rs`): a reader sums 64 cells and checks the
+//! `compare` benchmark (`bench/src/data.rs`): a reader sums 64 cells and checks the
 //! writers' invariant, a writer moves a unit between two cells. Every task spends one unit
 //! of tokio's cooperative budget per operation (it yields every 128), as in `compare`.
 //!
@@ -14,7 +14,7 @@
 //! `.await` in the section and is left out of the last case.
 //!
 //! For the figures across every workload, with fairness and wait percentiles, run
-//! `cargo run --release --example compare`.
+//! `cargo run --release -p bench`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,17 +23,11 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 
-// The lock adapters and the shared data of the `compare` example, so that both measure the
-// same sections. Not every item is used here.
-#[allow(dead_code)]
-#[path = "../examples/compare/data.rs"]
-mod data;
-#[allow(dead_code)]
-#[path = "../examples/compare/locks.rs"]
-mod locks;
-
-use data::Busy;
-use locks::{AsyncLock, AsyncLockRw, Lock, ParkingLot, Rwsem, Tokio};
+// The lock adapters and the shared data of `compare`, so that both measure the same sections.
+use bench::data::{Busy, Shared};
+use bench::locks::{
+    AsyncLock, AsyncLockRw, AsyncRwLock, Lock, ParkingLot, Rwsem, SyncRwLock, Tokio,
+};
 
 /// What one task does: `writes` out of every `period` operations are writes.
 #[derive(Clone, Copy)]
@@ -180,8 +174,20 @@ fn await_case<L: AsyncLock>(
     });
 }
 
-fn rwsem() -> Rwsem {
-    Rwsem::with_policy(async_rwsem::Policy::default())
+fn rwsem() -> Rwsem<Shared> {
+    Rwsem::new(Shared::new())
+}
+
+fn tokio() -> Tokio<Shared> {
+    Tokio::new(Shared::new())
+}
+
+fn async_lock() -> AsyncLockRw<Shared> {
+    AsyncLockRw::new(Shared::new())
+}
+
+fn parking_lot() -> ParkingLot<Shared> {
+    ParkingLot::new(Shared::new())
 }
 
 fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
@@ -195,9 +201,9 @@ fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
 fn sync_cases(c: &mut Criterion, name: &str, tasks: &[Mix]) {
     let mut g = group(c, name);
     sync_case(&mut g, "async-rwsem", rwsem, tasks);
-    sync_case(&mut g, "tokio", Tokio::new, tasks);
-    sync_case(&mut g, "async-lock", AsyncLockRw::new, tasks);
-    sync_case(&mut g, "parking_lot", ParkingLot::new, tasks);
+    sync_case(&mut g, "tokio", tokio, tasks);
+    sync_case(&mut g, "async-lock", async_lock, tasks);
+    sync_case(&mut g, "parking_lot", parking_lot, tasks);
     g.finish();
 }
 
@@ -217,8 +223,8 @@ fn await_in_section(c: &mut Criterion) {
     let tasks = [READ, READ, READ, READ, WRITE, WRITE, WRITE, WRITE];
     let mut g = group(c, "contended_await_4r4w");
     await_case(&mut g, "async-rwsem", rwsem, &tasks);
-    await_case(&mut g, "tokio", Tokio::new, &tasks);
-    await_case(&mut g, "async-lock", AsyncLockRw::new, &tasks);
+    await_case(&mut g, "tokio", tokio, &tasks);
+    await_case(&mut g, "async-lock", async_lock, &tasks);
     g.finish();
 }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::chart::{self, SweepPoint};
+use crate::data::Shared;
 use crate::report::{self, CaseResult, Machine, Status};
 use crate::runner::{async_task, run_case, sync_task, Measured, Timing};
 use crate::workloads::{Workload, WorkloadId};
@@ -34,7 +35,7 @@ pub fn run_rwsem(
     awaits: bool,
 ) -> Result<Measured, String> {
     let policy = policy.unwrap_or_default();
-    let make = move || locks::Rwsem::with_policy(policy);
+    let make = move || locks::Rwsem::with_policy(Shared::new(), policy);
     if awaits {
         run_case(w, threads, timing, make, async_task)
     } else {

@@ -4,14 +4,14 @@
 //! (summarised, with their figures and addresses, in `docs/background.md`).
 //!
 //! ```text
-//! cargo run --release --example compare                      # every workload, every lock
-//! cargo run --release --example compare -- --quick           # the same in under a minute
-//! cargo run --release --example compare -- --quick --check target/compare/results.json
-//! cargo run --release --example compare -- --repeat 3        # 3 interleaved rounds: medians
-//! cargo run --release --example compare -- --threads 4x      # 4 worker threads per core
-//! cargo run --release --example compare -- --sweep           # async-rwsem policy sweep
-//! cargo run --release --example compare -- --fifo            # async-rwsem under Policy::fifo()
-//! cargo run --release --example compare -- --workload mixed,writers-240 --lock tokio
+//! cargo run --release -p bench                    # every workload, every lock
+//! cargo run --release -p bench -- --quick           # the same in under a minute
+//! cargo run --release -p bench -- --quick --check target/compare/results.json
+//! cargo run --release -p bench -- --repeat 3        # 3 interleaved rounds: medians
+//! cargo run --release -p bench -- --threads 4x      # 4 worker threads per core
+//! cargo run --release -p bench -- --sweep           # async-rwsem policy sweep
+//! cargo run --release -p bench -- --fifo            # async-rwsem under Policy::fifo()
+//! cargo run --release -p bench -- --workload mixed,writers-240 --lock tokio
 //! ```
 //!
 //! Each (workload, lock) case runs on a fresh tokio multi-thread runtime with `--threads`
@@ -73,14 +73,14 @@
 //!
 //! Exit status: 0; 1 when `--check` finds a problem; 2 when a lock broke an invariant or hung.
 
-mod chart;
-mod data;
-mod locks;
-mod repeat;
-mod report;
-mod runner;
-mod sweep;
-mod workloads;
+pub mod chart;
+pub mod data;
+pub mod locks;
+pub mod repeat;
+pub mod report;
+pub mod runner;
+pub mod sweep;
+pub mod workloads;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -90,6 +90,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::data::Shared;
+use crate::locks::{AsyncRwLock as _, SyncRwLock as _};
 use crate::repeat::Round;
 use crate::report::{CaseResult, Config, Machine, Report, Status};
 use crate::runner::{async_task, run_case, sync_task, Timing};
@@ -454,17 +456,41 @@ pub fn run_one(
     let name = lock.name();
     let measured = match (lock, w.awaits()) {
         (LockKind::ParkingLot, true) => return CaseResult::not_applicable(w.id, name),
-        (LockKind::ParkingLot, false) => {
-            run_case(w, threads, timing, locks::ParkingLot::new, sync_task)
-        }
-        (LockKind::Tokio, false) => run_case(w, threads, timing, locks::Tokio::new, sync_task),
-        (LockKind::Tokio, true) => run_case(w, threads, timing, locks::Tokio::new, async_task),
-        (LockKind::AsyncLock, false) => {
-            run_case(w, threads, timing, locks::AsyncLockRw::new, sync_task)
-        }
-        (LockKind::AsyncLock, true) => {
-            run_case(w, threads, timing, locks::AsyncLockRw::new, async_task)
-        }
+        (LockKind::ParkingLot, false) => run_case(
+            w,
+            threads,
+            timing,
+            || locks::ParkingLot::new(Shared::new()),
+            sync_task,
+        ),
+        (LockKind::Tokio, false) => run_case(
+            w,
+            threads,
+            timing,
+            || locks::Tokio::new(Shared::new()),
+            sync_task,
+        ),
+        (LockKind::Tokio, true) => run_case(
+            w,
+            threads,
+            timing,
+            || locks::Tokio::new(Shared::new()),
+            async_task,
+        ),
+        (LockKind::AsyncLock, false) => run_case(
+            w,
+            threads,
+            timing,
+            || locks::AsyncLockRw::new(Shared::new()),
+            sync_task,
+        ),
+        (LockKind::AsyncLock, true) => run_case(
+            w,
+            threads,
+            timing,
+            || locks::AsyncLockRw::new(Shared::new()),
+            async_task,
+        ),
         (LockKind::AsyncRwsem, awaits) => sweep::run_rwsem(w, threads, timing, policy, awaits),
     };
     match measured {
@@ -665,7 +691,8 @@ fn run_check(path: &Path) -> ExitCode {
     }
 }
 
-fn main() -> ExitCode {
+/// The `compare` binary: parses the command line and runs what it asks for.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.check_only {
         if let Some(path) = &cli.check {

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use crate::aof::{Fsync, LogIo};
-use crate::lock::LockKind;
-use crate::server::{self, Config, Running};
-use crate::store::{self, Persistence};
+use kvserver::aof::{Fsync, LogIo};
+use kvserver::lock::LockKind;
+use kvserver::server::{self, Config, Running};
+use kvserver::store::{self, Persistence};
 
 /// Generous: only here to turn a hang into a failure.
 pub const DEADLINE: Duration = Duration::from_secs(20);

@@ -17,9 +17,9 @@
 //! `--records` keys, so a few keys are hot and the hot ones are spread over the key space.
 //!
 //! ```text
-//! cargo run --release --example ycsb -- --port 6380 --load --workloads a,b,c
-//! cargo run --release --example ycsb -- --port 6380 --workloads a --json
-//! cargo run --release --example ycsb -- --port 6380 --load --workloads long --secs 10
+//! cargo run --release -p kvserver --bin ycsb -- --port 6380 --load --workloads a,b,c
+//! cargo run --release -p kvserver --bin ycsb -- --port 6380 --workloads a --json
+//! cargo run --release -p kvserver --bin ycsb -- --port 6380 --load --workloads long --secs 10
 //! ```
 //!
 //! Every run is bounded: `--ops` operations per workload, and at most `--max-secs` seconds.

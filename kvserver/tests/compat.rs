@@ -3,28 +3,8 @@
 //! `EXPIRE` and friends, `PERSIST`). Skipped, with a notice, where `redis-server` is not
 //! installed (CI installs it).
 
-#[allow(dead_code)]
-#[path = "../examples/kvserver/aof.rs"]
-mod aof;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/commands.rs"]
-mod commands;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/glob.rs"]
-mod glob;
-mod kvserver_support;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/lock.rs"]
-mod lock;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/resp.rs"]
-mod resp;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/server.rs"]
-mod server;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/store.rs"]
-mod store;
+mod support;
+use kvserver::server;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,9 +13,9 @@ use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 
-use crate::aof::Fsync;
-use crate::kvserver_support::*;
-use crate::lock::LockKind;
+use crate::support::*;
+use kvserver::aof::Fsync;
+use kvserver::lock::LockKind;
 
 /// A `redis-server` on a free loopback port, without persistence; killed on drop.
 struct Redis {

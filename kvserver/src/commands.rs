@@ -531,7 +531,7 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
 /// `INFO [section]`: server, clients, stats, persistence, keyspace, lockstats.
 async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -> String {
     let want = |s: &str| {
-        section.map_or(true, |x| {
+        section.is_none_or(|x| {
             x.eq_ignore_ascii_case(s.as_bytes())
                 || x.eq_ignore_ascii_case(b"all")
                 || x.eq_ignore_ascii_case(b"everything")

@@ -3,33 +3,15 @@
 //! Every test runs once per `--lock` choice. Data directories are created under the system
 //! temp dir with unique names and removed afterwards.
 
-#[allow(dead_code)]
-#[path = "../examples/kvserver/aof.rs"]
-mod aof;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/commands.rs"]
-mod commands;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/glob.rs"]
-mod glob;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/lock.rs"]
-mod lock;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/resp.rs"]
-mod resp;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/server.rs"]
-mod server;
-#[allow(dead_code)]
-#[path = "../examples/kvserver/store.rs"]
-mod store;
+use kvserver::aof;
+use kvserver::glob;
+use kvserver::resp;
+use kvserver::server;
+use kvserver::store;
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
@@ -38,84 +20,16 @@ use redis::AsyncCommands;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::aof::{Fsync, LogIo};
-use crate::lock::LockKind;
-use crate::server::{Config, Running};
-use crate::store::Persistence;
+use kvserver::aof::{Fsync, LogIo};
+use kvserver::lock::LockKind;
+use kvserver::server::Config;
 
-/// Generous: only here to turn a hang into a failure.
-const DEADLINE: Duration = Duration::from_secs(20);
+mod support;
+use support::*;
 
-async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(DEADLINE, f).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: no result within {DEADLINE:?} (hang?)"),
-    }
-}
-
-/// A unique directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "kvserver-test-{tag}-{}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed),
-            store::now_ms()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
+/// The support module's server configuration, with the log fsynced every second.
 fn config(lock: LockKind, dir: Option<&Path>) -> Config {
-    let mut c = Config::new("127.0.0.1:0".parse().unwrap());
-    c.lock = lock;
-    c.shards = 4;
-    c.quiet = true;
-    c.shutdown_timeout = Duration::from_secs(5);
-    c.sweep_interval = Duration::from_millis(10);
-    c.persistence = dir.map(|d| Persistence {
-        dir: d.to_path_buf(),
-        fsync: Fsync::Everysec,
-        io: LogIo::Direct,
-    });
-    c
-}
-
-async fn start(c: Config) -> Running {
-    within("start", server::start(c))
-        .await
-        .expect("server start")
-}
-
-async fn connect(addr: SocketAddr) -> MultiplexedConnection {
-    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
-    within("connect", client.get_multiplexed_async_connection())
-        .await
-        .expect("redis connect")
-}
-
-async fn cmd<T: redis::FromRedisValue>(
-    con: &mut MultiplexedConnection,
-    args: &[&str],
-) -> redis::RedisResult<T> {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    within(args[0], c.query_async(con)).await
+    support::config(lock, dir, Fsync::Everysec)
 }
 
 /// Every key and value (binary values shown lossily), read through the protocol.
@@ -387,15 +301,6 @@ async fn pipelining_in_order() {
         );
         drop(c);
         within("stop", srv.stop()).await.unwrap();
-    }
-}
-
-/// Polls `f` until it is true, failing after [`DEADLINE`].
-async fn eventually<F: Future<Output = bool>>(what: &str, mut f: impl FnMut() -> F) {
-    let t0 = std::time::Instant::now();
-    while !f().await {
-        assert!(t0.elapsed() < DEADLINE, "{what}: not within {DEADLINE:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -1100,8 +1005,8 @@ async fn short_ttl_stream_keeps_memory_bounded() {
 /// until none do (it used to stop at 1000 keys per shard per tick).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_passes_continue_while_keys_are_due() {
-    use crate::store::{Expiry, SetOpts, Shard, Store};
-    let (store, _) = Store::<lock::RwsemLock<Shard>>::open(2, None).unwrap();
+    use kvserver::store::{Expiry, SetOpts, Shard, Store};
+    let (store, _) = Store::<lock_adapters::Rwsem<Shard>>::open(2, None).unwrap();
     // Far enough ahead that none is due while they are written (writes reclaim due keys too).
     let at = store::now_ms() + 1000;
     let opts = SetOpts {
