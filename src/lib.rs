@@ -135,9 +135,10 @@
     clippy::undocumented_unsafe_blocks
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Under `--cfg loom` only the crate's own models build locks (loom's atomics cannot be
-// built in a `const fn`, so the public constructors are left out there).
-#![cfg_attr(loom, allow(dead_code))]
+// The crate's loom models (`cfg(all(test, async_rwsem_loom))`: a cfg of this crate's own,
+// set only with `RUSTFLAGS="--cfg async_rwsem_loom"` for `cargo test --lib`, so that no
+// user's `--cfg loom` changes this crate) use a subset of the crate.
+#![cfg_attr(all(test, async_rwsem_loom), allow(dead_code))]
 
 pub mod design;
 mod loom;

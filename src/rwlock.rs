@@ -51,7 +51,7 @@ pub(crate) mod timeout;
 pub(crate) mod token;
 pub(crate) mod upgradable;
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 mod tests;
 
 pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard};
@@ -154,7 +154,7 @@ impl<T> RwLock<T> {
     /// let lock = RwLock::new(vec![1, 2, 3]);
     /// # let _ = (&COUNTER, lock);
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
     }
@@ -168,7 +168,7 @@ impl<T> RwLock<T> {
     /// static NAMES: RwLock<Vec<String>> = RwLock::const_new(Vec::new());
     /// assert!(NAMES.try_read().unwrap().is_empty());
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn const_new(value: T) -> Self {
         Self::new(value)
     }
@@ -182,7 +182,7 @@ impl<T> RwLock<T> {
     /// let lock = RwLock::with_policy(0u32, Policy::new().handoff_timeout(Duration::from_millis(1)));
     /// assert_eq!(lock.policy().handoff_timeout, Duration::from_millis(1));
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
@@ -208,7 +208,7 @@ impl<T> RwLock<T> {
     /// assert!(lock.try_read().is_ok());
     /// # drop(b);
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
     }
@@ -222,7 +222,7 @@ impl<T> RwLock<T> {
     /// static POOL: RwLock<()> = RwLock::const_with_max_readers((), 8);
     /// # let _ = &POOL;
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn const_with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_max_readers(value, max_readers)
     }
@@ -240,7 +240,7 @@ impl<T> RwLock<T> {
     /// let lock = RwLock::with_policy_and_max_readers(0, Policy::new(), 4);
     /// assert!(lock.try_read().is_ok());
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
             raw: RawRwLock::new(policy, max_readers),
@@ -248,20 +248,45 @@ impl<T> RwLock<T> {
         }
     }
 
-    /// The constructors of the loom build, for the crate's loom models only: loom's
-    /// atomics cannot be built in a `const fn`.
-    #[cfg(loom)]
-    pub(crate) fn with_policy(value: T, policy: Policy) -> Self {
+    // The crate's own loom build (`cfg(all(test, async_rwsem_loom))`, which no user of the
+    // crate ever compiles) has the same constructors, not `const`: loom's atomics cannot
+    // be built in a `const fn`.
+
+    /// See the `const` [`new`](Self::new) (loom build).
+    #[cfg(all(test, async_rwsem_loom))]
+    pub fn new(value: T) -> Self {
+        Self::with_policy(value, Policy::DEFAULT)
+    }
+
+    /// See the `const` [`const_new`](Self::const_new) (loom build).
+    #[cfg(all(test, async_rwsem_loom))]
+    pub fn const_new(value: T) -> Self {
+        Self::new(value)
+    }
+
+    /// See the `const` [`with_policy`](Self::with_policy) (loom build).
+    #[cfg(all(test, async_rwsem_loom))]
+    pub fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
 
-    /// See [`with_policy`](Self::with_policy) (loom build).
-    #[cfg(loom)]
-    pub(crate) fn with_policy_and_max_readers(
-        value: T,
-        policy: Policy,
-        max_readers: usize,
-    ) -> Self {
+    /// See the `const` [`with_max_readers`](Self::with_max_readers) (loom build).
+    #[cfg(all(test, async_rwsem_loom))]
+    pub fn with_max_readers(value: T, max_readers: u32) -> Self {
+        Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
+    }
+
+    /// See the `const` [`const_with_max_readers`](Self::const_with_max_readers) (loom
+    /// build).
+    #[cfg(all(test, async_rwsem_loom))]
+    pub fn const_with_max_readers(value: T, max_readers: u32) -> Self {
+        Self::with_max_readers(value, max_readers)
+    }
+
+    /// See the `const`
+    /// [`with_policy_and_max_readers`](Self::with_policy_and_max_readers) (loom build).
+    #[cfg(all(test, async_rwsem_loom))]
+    pub fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
             raw: RawRwLock::new(policy, max_readers),
             data: UnsafeCell::new(value),
@@ -712,14 +737,12 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     }
 }
 
-#[cfg(not(loom))]
 impl<T: Default> Default for RwLock<T> {
     fn default() -> Self {
         Self::new(T::default())
     }
 }
 
-#[cfg(not(loom))]
 impl<T> From<T> for RwLock<T> {
     fn from(value: T) -> Self {
         Self::new(value)

@@ -3,7 +3,6 @@
 //! random cancellations. Inside every critical section the invariants are checked with
 //! separate atomics; at the end the counts are exact, the count word is back to 0 and
 //! the wait queue is empty. A lost wake-up shows up as the generous deadline expiring.
-#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;

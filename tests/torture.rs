@@ -11,7 +11,6 @@
 //! - Long version: `cargo test --release --test torture -- --ignored --nocapture`
 //!   (`TORTURE_SECS`, default 120, sets its length).
 //! - Reproduce a failure: `TORTURE_SEED=<the seed printed> cargo test --test torture`.
-#![cfg(not(loom))]
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

@@ -49,7 +49,8 @@ pub struct Policy {
     /// lost the race for the lock gets the handoff at once, whatever the timeout.
     /// `Duration::MAX` disables every handoff (and with it the bound on unfairness);
     /// `Duration::ZERO` hands the lock to the head at every release, and no queued waiter
-    /// passes another: first come, first served once a queue has formed, except that a
+    /// passes another (a grant of the queued readers stops at the first writer): first
+    /// come, first served once a queue has formed, except that a
     /// task arriving in the instant between a release and its grant may take the free
     /// lock once (after which the head gets the handoff).
     pub handoff_timeout: Duration,
@@ -66,7 +67,10 @@ pub struct Policy {
     /// whatever the spins before it taught.
     pub adaptive_spin: bool,
     /// No arrival passes a non-empty queue: with waiters queued, no reader steals the lock
-    /// (or spins for it); it queues behind them, as writers always do. Off by default
+    /// (or spins for it) and no writer takes it (even while a woken head has not run yet);
+    /// each queues behind them. Nor does a queued waiter pass another: a grant of the
+    /// queued readers stops at the first writer (a pending writer holds back the readers
+    /// queued after it). Off by default
     /// (stealing is where the throughput comes from, and the handoff bounds its
     /// unfairness); [`Policy::fifo`] turns it on with the rest of a strict order.
     pub strict_order: bool,
@@ -401,7 +405,7 @@ const fn encode_handoff(d: Duration) -> u32 {
         }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 mod tests {
     use super::*;
 

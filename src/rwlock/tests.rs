@@ -142,10 +142,12 @@ async fn owned_guards_across_tokio_spawn() {
     let l = Arc::new(RwLock::new(vec![0u64; 4]));
     // Owned write guards, moved into spawned tasks ('static + Send).
     let mut tasks = Vec::new();
+    // Fewer rounds under Miri, which interprets every step.
+    const ROUNDS: u64 = if cfg!(miri) { 10 } else { 100 };
     for i in 0..4 {
         let l = Arc::clone(&l);
         tasks.push(tokio::spawn(async move {
-            for _ in 0..100 {
+            for _ in 0..ROUNDS {
                 let mut g = Arc::clone(&l).write_owned().await;
                 let moved = tokio::spawn(async move {
                     g[i] += 1;
@@ -167,7 +169,7 @@ async fn owned_guards_across_tokio_spawn() {
     for t in tasks {
         t.await.unwrap();
     }
-    assert_eq!(*l.read().await, [100; 4]);
+    assert_eq!(*l.read().await, [ROUNDS; 4]);
     assert_eq!(l.raw.count_word(), 0);
     assert_eq!(Arc::strong_count(&l), 1);
 }
@@ -407,12 +409,14 @@ fn owned_downgrade_map_grants_queued_readers_not_writers() {
 
 #[test]
 fn blocking_read_and_write_from_plain_threads() {
+    // Fewer rounds under Miri, which interprets every step.
+    const ROUNDS: u64 = if cfg!(miri) { 25 } else { 250 };
     let l = Arc::new(RwLock::new(0u64));
     let writers: Vec<_> = (0..4)
         .map(|_| {
             let l = Arc::clone(&l);
             thread::spawn(move || {
-                for _ in 0..250 {
+                for _ in 0..ROUNDS {
                     *l.blocking_write() += 1;
                 }
             })
@@ -423,7 +427,7 @@ fn blocking_read_and_write_from_plain_threads() {
             let l = Arc::clone(&l);
             thread::spawn(move || {
                 let mut last = 0;
-                for _ in 0..250 {
+                for _ in 0..ROUNDS {
                     let now = *l.blocking_read();
                     assert!(now >= last);
                     last = now;
@@ -434,7 +438,7 @@ fn blocking_read_and_write_from_plain_threads() {
     for t in writers.into_iter().chain(readers) {
         t.join().unwrap();
     }
-    assert_eq!(*l.blocking_read(), 1000);
+    assert_eq!(*l.blocking_read(), 4 * ROUNDS);
     assert_idle(&l);
 }
 

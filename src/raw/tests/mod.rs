@@ -1,26 +1,28 @@
 //! The crate's own tests of the lock's transitions, with access to the count word and the
 //! wait queue: one poll at a time with `tokio-test` (`transitions`, `upgradable`), and the
-//! loom models (`loom_*`, under `--cfg loom`).
+//! loom models (`loom_*`, under `--cfg async_rwsem_loom`).
 //!
 //! The typed layer's tests are in `crate::rwlock::tests`; both use [`support`].
 
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
+mod panics;
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod transitions;
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod upgradable;
 
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_fair;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_models;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_support;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_upgrade;
 
 /// What every test module of the crate shares: the count word's bits under short names,
 /// the policies the tests run under, and the idle check.
-#[cfg_attr(loom, allow(dead_code, unused_imports))] // the loom models use a subset
+#[cfg_attr(all(test, async_rwsem_loom), allow(dead_code, unused_imports))] // the loom models use a subset
 pub(crate) mod support {
     use std::time::Duration;
 
@@ -50,7 +52,7 @@ pub(crate) mod support {
     /// what now holds it. Both readers are granted with it (the writer between them does
     /// not hold them back under this policy) and the writer stays queued until every
     /// reader has left; then it gets the lock, and the lock ends idle.
-    #[cfg(not(loom))]
+    #[cfg(not(async_rwsem_loom))]
     #[track_caller]
     pub(crate) fn check_downgrade_grants_readers_not_writers<T: ?Sized + std::fmt::Debug, W, G>(
         lock: &RwLock<T>,
@@ -93,7 +95,11 @@ pub(crate) mod support {
 /// The lock's size: no larger than `tokio::sync::RwLock<()>` (48 bytes on 64-bit targets),
 /// though it carries its policy, its reader limit and its learned spin budgets. The
 /// `stats` feature adds its counters (8 bytes each).
-#[cfg(all(not(loom), not(feature = "stats"), target_pointer_width = "64"))]
+#[cfg(all(
+    not(async_rwsem_loom),
+    not(feature = "stats"),
+    target_pointer_width = "64"
+))]
 #[test]
 fn a_lock_is_no_larger_than_tokios() {
     assert_eq!(std::mem::size_of::<crate::RwLock<()>>(), 48);
