@@ -4,7 +4,6 @@
 //! Without the `tokio` feature the loop never yields and the runtime hangs (no
 //! `tokio::time::timeout` can fire there either), so the loop runs on a thread of its own
 //! and the test waits for it with a deadline.
-#![cfg(not(loom))]
 
 use std::sync::{mpsc, Arc};
 use std::time::Duration;

@@ -4,7 +4,6 @@
 //! `futures::executor::block_on`. Runs with and without the `tokio` feature
 //! (`cargo test --no-default-features --test futures_executor`): outside a tokio runtime the
 //! feature's budget never yields.
-#![cfg(not(loom))]
 
 use std::future::Future;
 use std::pin::Pin;
