@@ -143,7 +143,7 @@
 //! | `src/raw/spin.rs` | the learned spin budgets |
 //! | `src/raw/policy.rs`, `src/raw/stats.rs` | the policy and how a lock stores it; the lock-event counters |
 //! | `src/raw/tests/` | the transition tests against the count word, the list's tests, the loom models |
-//! | `src/rwlock.rs` | `RwLock<T>`: construction and every acquire, grouped by guard kind; the `Send`/`Sync` impls and the variance table |
+//! | `src/rwlock.rs`, `src/rwlock/acquire.rs` | `RwLock<T>`: its state queries, `into_inner` and `get_mut`, the `Send`/`Sync` impls and the variance table; the constructors and every async and `try_` acquire (`acquire.rs`) |
 //! | `src/rwlock/token.rs` | lock tokens: the one place the typed layer takes, changes and releases a lock |
 //! | `src/rwlock/guard.rs`, `owned.rs`, `upgradable.rs` | the guards (borrowed, owned, upgradable) and the `Upgrade` future |
 //! | `src/rwlock/blocking.rs`, `timeout.rs`, `coop.rs` | the blocking acquires; the timed ones and tokio's cooperative budget (feature `tokio`) |
