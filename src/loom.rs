@@ -1,9 +1,11 @@
 //! The one place the crate takes its atomics, its mutex and its `UnsafeCell` from.
 //!
-//! In the loom models (`cfg(all(test, async_rwsem_loom))`) they come from [`loom`], which explores every interleaving of the
-//! models in `src/raw/tests/loom_*.rs`; otherwise from `std`. Nothing else in the crate names
-//! `std::sync::atomic` or `std::cell::UnsafeCell` directly, so a model checks the code
-//! that ships.
+//! In the loom models (`cfg(all(test, async_rwsem_loom))`) they come from `loom`, which
+//! explores every interleaving of the models in `src/raw/tests/loom_*.rs`; otherwise from
+//! `std`. Nothing else in the crate names `std::sync::atomic` or `std::cell::UnsafeCell`
+//! directly, so a model checks the code that ships, with one exception: the `stats`
+//! feature's event counters (`raw/stats.rs`) are `std` atomics under every cfg, since
+//! they order nothing (relaxed counts, read only by `RwLock::stats`).
 
 #[cfg(all(test, async_rwsem_loom))]
 pub(crate) use loom::{
