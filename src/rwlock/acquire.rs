@@ -182,7 +182,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn read(&self) -> RwLockReadGuard<'_, T> {
-        if let Some(slow) = token::lock::<Read>(&self.raw) {
+        if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
             slow.await;
         }
         // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
@@ -209,7 +209,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # });
     /// ```
     pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
-        if let Some(slow) = token::lock::<Write>(&self.raw) {
+        if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
             slow.await;
         }
         // SAFETY: the acquire completed: we own the write lock of `self`, whose value
@@ -275,7 +275,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        if let Some(slow) = token::lock::<Read>(&self.raw) {
+        if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
             slow.await;
         }
         let data = self.data_ptr();
@@ -302,7 +302,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        if let Some(slow) = token::lock::<Write>(&self.raw) {
+        if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
             slow.await;
         }
         let data = self.data_ptr_mut();
@@ -380,7 +380,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # });
     /// ```
     pub async fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        if let Some(slow) = token::lock::<Upgradable>(&self.raw) {
+        if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
             slow.await;
         }
         // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
@@ -433,7 +433,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
-        if let Some(slow) = token::lock::<Upgradable>(&self.raw) {
+        if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
             slow.await;
         }
         let data = self.data_ptr();

@@ -387,7 +387,7 @@ impl<'a> Future for Upgrading<'a> {
 /// lock future is: the fast path either took the lock or hands what it holds (a reader's
 /// bias) to the future, which gives it back if dropped unpolled.
 #[inline]
-pub(crate) fn lock<M: Mode>(raw: &RawRwLock) -> Option<LockFuture<'_>> {
+pub(crate) fn fast_path_or_future<M: Mode>(raw: &RawRwLock) -> Option<LockFuture<'_>> {
     // SAFETY: the fast path failed just now, on `raw`.
     (!M::fast(raw)).then(|| unsafe { M::slow(raw) })
 }
