@@ -29,7 +29,7 @@ use super::count::{HANDOFF, READER_BIAS, UPGRADABLE, WAITERS};
 use super::list::{NodeState, Waiter, WaiterKind};
 use super::stats::lockevent;
 use super::wake::WakeType;
-use super::write::WriterWaitState;
+use super::write::{HeadSpin, WriterWaitState};
 use super::RawRwLock;
 use crate::loom::lock;
 
@@ -266,6 +266,9 @@ impl LockFuture<'_> {
         }
         // SAFETY: the node is ours, pinned, and was queued on `lock`.
         if unsafe { lock.poll_queued(node, cx.waker()) } {
+            if kind == WaiterKind::Write {
+                lock.owner_runs();
+            }
             done(&mut this.phase)
         } else {
             Poll::Pending
@@ -363,16 +366,20 @@ impl RawRwLock {
         }
         // A new waker, cloned without the wait lock held (foreign code may panic).
         let mut new_waker = None;
+        // A head writer spins once per poll for a running owner (see `head_spin`).
+        let mut spun = false;
         loop {
             let mut list = lock(&self.wait_list);
             if waiter.state(Relaxed) != NodeState::Waiting {
                 return true;
             }
+            let mut head_writer = false;
             // SAFETY: linked (`Waiting`) and we hold the wait lock.
             let acquired = unsafe {
                 match waiter.kind {
                     WaiterKind::Write => {
                         let state: WriterWaitState = self.writer_wait_state(&list, node);
+                        head_writer = state != WriterWaitState::NotFirst;
                         self.try_write_lock(&mut list, node, state)
                     }
                     WaiterKind::Upgrade => self.try_upgrade_own(&mut list, node),
@@ -400,6 +407,14 @@ impl RawRwLock {
             match old {
                 Ok(old) => {
                     drop(old);
+                    if head_writer && !spun {
+                        spun = true;
+                        match self.head_spin(waiter) {
+                            HeadSpin::Granted => return true,
+                            HeadSpin::Free => continue,
+                            HeadSpin::GaveUp => {}
+                        }
+                    }
                     return false;
                 }
                 Err(()) => new_waker = Some(waker.clone()),
@@ -458,6 +473,9 @@ impl RawRwLock {
             }
         };
         if granted {
+            if kind == WaiterKind::Write {
+                self.owner_runs();
+            }
             // SAFETY: a granted node's owner holds the lock; it gives it up.
             unsafe { self.unlock(kind) };
             self.count_cancel(kind);
