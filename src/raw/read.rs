@@ -5,13 +5,13 @@
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::task::Waker;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::count::*;
 use super::list::Waiter;
 use super::spin::Spinner;
 use super::stats::lockevent;
-use super::{backoff, spin_over, RawRwLock};
+use super::{backoff, RawRwLock, SpinClock};
 
 impl RawRwLock {
     /// The read fast path: one `fetch_add`. On failure returns the count word with our
@@ -171,7 +171,7 @@ impl RawRwLock {
     /// releasing task's next acquire win nearly every race, and readers fell to 9-11% of
     /// the operations in mixed-40-40 once writers spun past the queue.
     fn read_spin(&self, budget: Duration, cap: Duration) -> bool {
-        let start = Instant::now();
+        let mut clock = SpinClock::new();
         let mut step = 0u32;
         let mut rounds = 0u32;
         loop {
@@ -186,7 +186,7 @@ impl RawRwLock {
                 if count & HANDOFF != 0 || strict_stop || readers(count) > self.max_readers() {
                     return false;
                 }
-                self.spin.won(Spinner::Reader, cap, start.elapsed());
+                self.spin.won(Spinner::Reader, cap, clock.elapsed());
                 lockevent!(self, rlock_spin);
                 if readers(count) == 1 && count & WAITERS != 0 {
                     self.wake_readers_after_steal();
@@ -199,7 +199,7 @@ impl RawRwLock {
                 return false;
             }
             rounds += 1;
-            if spin_over(start, budget, rounds) {
+            if clock.over(budget, rounds) {
                 self.spin.lost(Spinner::Reader, cap);
                 return false;
             }

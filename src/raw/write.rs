@@ -12,7 +12,7 @@ use super::count::*;
 use super::list::{NodeState, WaitList, Waiter};
 use super::spin::Spinner;
 use super::stats::lockevent;
-use super::{backoff, spin_over, RawRwLock};
+use super::{backoff, RawRwLock, SpinClock};
 
 /// Where a queued writer stands when it tries for the lock (the kernel's
 /// `enum writer_wait_state`).
@@ -140,7 +140,7 @@ impl RawRwLock {
     /// The spin itself, by the one writer that holds the spinner slot. A spin that wins or
     /// runs out teaches the writers' budget; one that stops for a queue does not.
     fn spin_as_the_spinner(&self, budget: Duration, cap: Duration, stop: usize) -> bool {
-        let start = Instant::now();
+        let mut clock = SpinClock::new();
         let mut step = 0u32;
         let mut rounds = 0u32;
         loop {
@@ -157,14 +157,14 @@ impl RawRwLock {
                     .compare_exchange(count, count | WRITER_LOCKED, Acquire, Relaxed)
                     .is_ok()
                 {
-                    self.spin.won(Spinner::Writer, cap, start.elapsed());
+                    self.spin.won(Spinner::Writer, cap, clock.elapsed());
                     lockevent!(self, opt_lock);
                     return true;
                 }
                 continue;
             }
             rounds += 1;
-            if spin_over(start, budget, rounds) {
+            if clock.over(budget, rounds) {
                 // The owner kept the lock for the whole budget: most likely it is a task
                 // suspended inside its section, which no spinning will hurry.
                 self.spin.lost(Spinner::Writer, cap);
@@ -189,7 +189,7 @@ impl RawRwLock {
         let Some(budget) = self.spin_budget(Spinner::Writer, cap) else {
             return HeadSpin::GaveUp;
         };
-        let start = Instant::now();
+        let mut clock = SpinClock::new();
         let mut step = 0u32;
         let mut rounds = 0u32;
         loop {
@@ -204,7 +204,7 @@ impl RawRwLock {
                 return HeadSpin::Free;
             }
             rounds += 1;
-            if spin_over(start, budget, rounds) {
+            if clock.over(budget, rounds) {
                 return HeadSpin::GaveUp;
             }
             backoff(&mut step);
