@@ -74,14 +74,20 @@
 //! fixed budgets).
 //!
 //! **What differs from the kernel.** A woken thread runs within microseconds; a woken
-//! task waits in its executor's run queue behind every other ready task, so a rule that
-//! lets arrivals race the woken waiter hands the arrivals almost every race. Two rules
-//! keep the kernel's algorithm fair inside an executor, both chosen by measurement (the
-//! `compare` example): a writer spins only while nobody is queued, one writer at a time
-//! (the kernel queues its spinners), and neither spins nor retries against a non-empty
-//! queue (it queues, and takes the lock then only if it is free at that instant); and a
-//! woken waiter that finds the lock taken asks for the handoff at once. Readers still
-//! steal, at most once per wake-up of the head.
+//! task waits in its executor's run queue behind every other ready task. The kernel's
+//! answer to a convoy is to keep spinning while the owner runs, whatever the queue holds
+//! (the handoff bounds what the queued waiters lose); this lock does the same, with the
+//! async form of its rule "spin only while the owner is on a CPU": a task spins (one
+//! writer at a time, for the learned budget) past a non-empty queue unless a handoff is
+//! pending or the owner is a queued task just granted the lock and not yet polled (the
+//! count word's `OWNER_PENDING`), so a task whose section does not await almost never
+//! sleeps on the lock. A woken head writer that finds the lock taken asks for the handoff
+//! at once and spins for the owner (the kernel's handoff waiter does), and is granted the
+//! lock at the next release. A spinning reader keeps its bias in the count, so that the
+//! writer's release leaves the lock to it. Readers queued behind a head writer pass it
+//! once, a batch of at most four, and the writer gets the handoff: the queue alternates a
+//! few readers and a writer instead of starving either class, all chosen by measurement
+//! (the `compare` example, README).
 //!
 //! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
 //! records when it queued; once the head of the queue has waited longer than the policy's
