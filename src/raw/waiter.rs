@@ -250,7 +250,14 @@ impl LockFuture<'_> {
                     if lock.write_spin() {
                         return done(&mut this.phase);
                     }
-                    return this.yield_or_queue(cx, lock.policy.writer_yields());
+                    // A yield buys a retry; with a handoff pending the lock is promised to
+                    // the head, so the retry cannot win: queue at once.
+                    let yields = if lock.handoff_pending() {
+                        0
+                    } else {
+                        lock.policy.writer_yields()
+                    };
+                    return this.yield_or_queue(cx, yields);
                 }
             },
             Phase::Yielding(left) => {

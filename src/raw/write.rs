@@ -92,6 +92,12 @@ impl RawRwLock {
         }
     }
 
+    /// Is a handoff pending (the lock promised to the head of the queue)? A snapshot.
+    #[inline]
+    pub(crate) fn handoff_pending(&self) -> bool {
+        self.count.load(Relaxed) & HANDOFF != 0
+    }
+
     /// May a spinner pass the queue? Not under a strict order, nor when every release
     /// hands the lock to the head (then nobody but the head may take it).
     #[inline]
