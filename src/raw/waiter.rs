@@ -251,7 +251,9 @@ impl LockFuture<'_> {
                         return done(&mut this.phase);
                     }
                     // A yield buys a retry; with a handoff pending the lock is promised to
-                    // the head, so the retry cannot win: queue at once.
+                    // the head (or granted to a task not yet run), so the retry cannot win:
+                    // queue at once. Yielded tasks also sit in the run queue ahead of the
+                    // granted one, which is where 240 writers lost most of their time.
                     let yields = if lock.handoff_pending() {
                         0
                     } else {

@@ -92,10 +92,11 @@ impl RawRwLock {
         }
     }
 
-    /// Is a handoff pending (the lock promised to the head of the queue)? A snapshot.
+    /// Is the lock promised to a queued waiter (a handoff pending) or held by one whose
+    /// task has not run since its grant? A snapshot: either way a retry soon cannot win.
     #[inline]
     pub(crate) fn handoff_pending(&self) -> bool {
-        self.count.load(Relaxed) & HANDOFF != 0
+        self.count.load(Relaxed) & (HANDOFF | OWNER_PENDING) != 0
     }
 
     /// May a spinner pass the queue? Not under a strict order, nor when every release
