@@ -9,7 +9,8 @@
 //! `read_in_a_runtime` times the same acquire awaited in a loop inside a current-thread
 //! tokio runtime, where tokio's cooperative budget applies: with the feature `tokio` this
 //! lock takes a unit of budget per acquire and yields every 128, as tokio's lock does
-//! (`cargo bench --features tokio --bench uncontended`); without it, it never yields.
+//! (`cargo bench --bench uncontended`, the feature being a default one); without it
+//! (`--no-default-features`), it never yields.
 
 use std::future::Future;
 use std::hint::black_box;

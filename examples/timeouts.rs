@@ -2,7 +2,8 @@
 //!
 //! `read_timeout`, `write_timeout` and `upgradable_read_timeout` need the `tokio` feature
 //! (they use tokio's timer); `tokio::time::timeout(d, lock.write())` works with any feature
-//! set, since every acquire is cancel safe. Run: `cargo run --example timeouts --features tokio`.
+//! set, since every acquire is cancel safe. Run: `cargo run --example timeouts` (`tokio` is a
+//! default feature).
 
 use std::sync::Arc;
 use std::time::Duration;

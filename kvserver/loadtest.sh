@@ -12,7 +12,10 @@
 #   3. the lock-sensitive scenario: src/bin/ycsb.rs --workloads long (long readers, SCAN,
 #      KEYS, large MGET, and SAVE beside a SET/GET stream), per command class;
 #   4. redis-benchmark's default tests: which ones this server supports (one short run);
-#   5. with YCSB=1: YCSB-like workloads A, B, C.
+#   5. with YCSB=1: YCSB-like workloads A, B, C;
+#   6. pipelines of $N_PIPE commands per client (one client): redis-benchmark -P 1000, and a
+#      client that sends the whole pipeline before it reads a reply (ycsb --workloads
+#      sendall, as redis-py's pipeline.execute() does), under the first lock and redis-server.
 #
 # Needs redis-benchmark and redis-cli (Debian: apt-get install -y redis-tools; redis-server
 # for the reference rows). Everything listens on 127.0.0.1 only; every server started here is
@@ -20,7 +23,8 @@
 #
 # Knobs (environment): N (requests per redis-benchmark test), N_ALWAYS (the same under
 # always), REPS, RANDKEYS (-r), LOCKS, SECS (seconds per scenario run), LONG_READERS,
-# SHARDS (empty: the server's default), THREADS, YCSB, YCSB_OPS, YCSB_RECORDS.
+# SHARDS (empty: the server's default), THREADS, YCSB, YCSB_OPS, YCSB_RECORDS, N_PIPE
+# (commands per client in section 6; 1000000 in both modes).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,6 +42,7 @@ THREADS=${THREADS:-}
 YCSB=${YCSB:-}
 YCSB_OPS=${YCSB_OPS:-$([ -n "$QUICK" ] && echo 50000 || echo 200000)}
 YCSB_RECORDS=${YCSB_RECORDS:-100000}
+N_PIPE=${N_PIPE:-1000000}
 OUT=${OUT:-}
 
 for tool in redis-benchmark redis-cli; do
@@ -194,6 +199,29 @@ if [ -n "$YCSB" ]; then
     done
 fi
 
+# ---- 6: pipelines of N_PIPE commands per client --------------------------------------------
+declare -A PIPE
+PIPE_TARGETS="$first_lock"
+[ -n "$HAVE_REDIS" ] && PIPE_TARGETS="$PIPE_TARGETS redis"
+echo "pipelines of $N_PIPE commands per client: redis-benchmark -P 1000 -c 1, ycsb sendall, $REPS rep(s)" >&2
+for rep in $(seq "$REPS"); do
+    for t in $PIPE_TARGETS; do
+        start "$t" everysec
+        r=$(timeout 300 redis-benchmark -h 127.0.0.1 -p "$PORT" -t set,get -P 1000 -c 1 -n "$N_PIPE" -r "$RANDKEYS" --csv 2>/dev/null |
+            awk -F, '{gsub(/"/, "")} $1=="SET"{s=$2} $1=="GET"{g=$2} END{printf "%.0f %.0f\n", s, g}')
+        PIPE[$t,pset]="${PIPE[$t,pset]:-} ${r% *}"
+        PIPE[$t,pget]="${PIPE[$t,pget]:-} ${r#* }"
+        while IFS= read -r line; do
+            c=$(echo "$line" | sed -n 's/.*"class":"\([A-Z]*\)".*/\1/p')
+            v=$(echo "$line" | sed -n 's/.*"ops_per_sec":\([0-9.]*\).*/\1/p')
+            [ -n "$c" ] && [ -n "$v" ] && PIPE[$t,w$c]="${PIPE[$t,w$c]:-} $(printf '%.0f' "$v")"
+        done < <(timeout 300 "$YCSB_BIN" --port "$PORT" --workloads sendall --clients 1 --sendall-ops "$N_PIPE" \
+            --records "$RANDKEYS" --value-size 3 --max-secs 240 --json 2>>"$WORK/ycsb.log" || true)
+        stop_server
+        echo "  rep $rep pipelined $t: -P 1000 SET ${r% *} GET ${r#* }; sent whole SET $(echo "${PIPE[$t,wSET]:-}" | awk '{print $NF}') GET $(echo "${PIPE[$t,wGET]:-}" | awk '{print $NF}')" >&2
+    done
+done
+
 # ---- report --------------------------------------------------------------------------------
 {
     echo "Machine: $(nproc) cores, $(uname -sr); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); medians of $REPS."
@@ -235,6 +263,20 @@ fi
     echo "|---|---|"
     for t in $DEFAULT_TESTS; do
         echo "| $t | ${DEFAULT_RES[$t]:-} |"
+    done
+    echo
+    echo "#### Pipelines of $N_PIPE commands per client, one client, appendfsync everysec (requests/s)"
+    echo
+    echo "-P 1000: redis-benchmark -t set,get -P 1000 -c 1 -n $N_PIPE -r $RANDKEYS; sent whole: ycsb --workloads sendall --clients 1 --sendall-ops $N_PIPE (every command written before the first reply is read)."
+    echo
+    echo "| server | SET -P 1000 | GET -P 1000 | SET sent whole | GET sent whole | sent whole SET vs redis | sent whole GET vs redis |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    rws=$(echo "${PIPE[redis,wSET]:-}" | median)
+    rwg=$(echo "${PIPE[redis,wGET]:-}" | median)
+    for t in $PIPE_TARGETS; do
+        ws=$(echo "${PIPE[$t,wSET]:-}" | median)
+        wg=$(echo "${PIPE[$t,wGET]:-}" | median)
+        echo "| pipelined: $(name_of "$t") | $(echo "${PIPE[$t,pset]:-}" | median) | $(echo "${PIPE[$t,pget]:-}" | median) | $ws | $wg | $(ratio "$ws" "$rws") | $(ratio "$wg" "$rwg") |"
     done
     if [ -n "$YCSB" ]; then
         echo

@@ -1,11 +1,11 @@
 //! The one place the crate takes its atomics, its mutex and its `UnsafeCell` from.
 //!
-//! Under `--cfg loom` they come from [`loom`], which explores every interleaving of the
+//! In the loom models (`cfg(all(test, async_rwsem_loom))`) they come from [`loom`], which explores every interleaving of the
 //! models in `src/raw/tests/loom_*.rs`; otherwise from `std`. Nothing else in the crate names
 //! `std::sync::atomic` or `std::cell::UnsafeCell` directly, so a model checks the code
 //! that ships.
 
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 pub(crate) use loom::{
     cell::UnsafeCell,
     hint::spin_loop,
@@ -15,9 +15,9 @@ pub(crate) use loom::{
     },
 };
 
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
 pub(crate) use self::std_cell::UnsafeCell;
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
 pub(crate) use std::{
     hint::spin_loop,
     sync::{
@@ -26,7 +26,7 @@ pub(crate) use std::{
     },
 };
 
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod std_cell {
     /// `std::cell::UnsafeCell` with loom's closure-based access API, so that the same code
     /// compiles against both.

@@ -2,16 +2,21 @@
 //!
 //! # Where things are
 //!
-//! - This file: [`RwLock`] itself. Its construction (and `into_inner`); its access
-//!   without locking (`get_mut`, `policy`, `is_locked`, `is_locked_exclusive`, `stats`);
-//!   every async and `try_` acquire, in one `impl` block per guard kind (read, write,
-//!   upgradable read), each borrowed acquire followed by its owned form (`*_owned`,
-//!   through an `Arc`); and, under "Auto traits and variance", the `Send`/`Sync` impls of
-//!   every public type and the variance of each.
+//! - This file: [`RwLock`] itself; its state queries (`is_locked`,
+//!   `is_locked_exclusive`, `policy`, `stats`) and its access without locking
+//!   (`into_inner`, `get_mut`); and, under "Auto traits and variance", the `Send`/`Sync`
+//!   impls of every public type and the variance of each.
+//! - `acquire`: the constructors, then every async and `try_` acquire: `read`, `write`,
+//!   `try_read`, `try_write`, their owned forms (`*_owned`, through an `Arc`), then the
+//!   upgradable reads. The methods are spread over `acquire`, `timeout`, `blocking` and
+//!   this file, declared in that order, because rustdoc lists a type's methods in that
+//!   order (see the module list below): as a user looks for them.
 //! - [`blocking`]: the blocking acquires, `blocking_read`, `blocking_write`, their owned
 //!   forms and `blocking_upgradable_read`, and the timed ones, `try_read_for`,
 //!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
 //! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
+//! - `coop` (feature `tokio`): tokio's cooperative budget, taken once an async acquire
+//!   owns the lock.
 //! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and
 //!   [`RwLockMappedWriteGuard`].
 //! - [`owned`]: the owned guards, [`OwnedRwLockReadGuard`], [`OwnedRwLockWriteGuard`] and
@@ -39,17 +44,26 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+// rustdoc lists a type's methods in the order of the modules whose impls define them,
+// a module's own impls after its submodules': so `acquire` (the constructors and the
+// async and `try_` acquires), then `timeout`, then `blocking`, and last this file's
+// state queries, `into_inner` and `get_mut`, in the order a user looks for them. A blank
+// line between the three keeps rustfmt from sorting them.
+mod acquire;
+
+#[cfg(feature = "tokio")]
+pub(crate) mod timeout;
+
 pub(crate) mod blocking;
+
 #[cfg(feature = "tokio")]
 pub(crate) mod coop;
 pub(crate) mod guard;
 pub(crate) mod owned;
-#[cfg(feature = "tokio")]
-pub(crate) mod timeout;
 pub(crate) mod token;
 pub(crate) mod upgradable;
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 mod tests;
 
 pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard};
@@ -140,177 +154,9 @@ impl From<tokio::sync::TryLockError> for TryLockError {
 }
 
 // ---------------------------------------------------------------------------------------
-// Construction (and `into_inner`).
-
-impl<T> RwLock<T> {
-    /// Creates an unlocked lock holding `value`, with the default [`Policy`].
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// static COUNTER: RwLock<u64> = RwLock::new(0);
-    /// let lock = RwLock::new(vec![1, 2, 3]);
-    /// # let _ = (&COUNTER, lock);
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn new(value: T) -> Self {
-        Self::with_policy(value, Policy::DEFAULT)
-    }
-
-    /// The same as [`new`](Self::new), under the name `tokio::sync::RwLock` gives its
-    /// `const` constructor, so that moving over is a change of `use`.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// static NAMES: RwLock<Vec<String>> = RwLock::const_new(Vec::new());
-    /// assert!(NAMES.try_read().unwrap().is_empty());
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn const_new(value: T) -> Self {
-        Self::new(value)
-    }
-
-    /// Creates an unlocked lock holding `value`, run by `policy`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use async_rwsem::{Policy, RwLock};
-    ///
-    /// let lock = RwLock::with_policy(0u32, Policy::new().handoff_timeout(Duration::from_millis(1)));
-    /// assert_eq!(lock.policy().handoff_timeout, Duration::from_millis(1));
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn with_policy(value: T, policy: Policy) -> Self {
-        Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
-    }
-
-    /// Creates an unlocked lock holding `value` that lets at most `max_readers` readers
-    /// hold it at once; more readers wait (as `tokio::sync::RwLock::with_max_readers`).
-    /// Without a limit, the reader count is bounded by the count word (2^55 - 1 readers on
-    /// 64-bit targets).
-    ///
-    /// # Panics
-    ///
-    /// If `max_readers` is 0 (no reader could ever get in), or more than the count word
-    /// can count (only possible on 32-bit targets, where the limit is 2^23 - 1).
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::with_max_readers(0, 2);
-    /// let a = lock.try_read().unwrap();
-    /// let b = lock.try_read().unwrap();
-    /// assert!(lock.try_read().is_err()); // a third reader would wait
-    /// drop(a);
-    /// assert!(lock.try_read().is_ok());
-    /// # drop(b);
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn with_max_readers(value: T, max_readers: u32) -> Self {
-        Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
-    }
-
-    /// The same as [`with_max_readers`](Self::with_max_readers) (which is `const` too),
-    /// under tokio's name.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// static POOL: RwLock<()> = RwLock::const_with_max_readers((), 8);
-    /// # let _ = &POOL;
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn const_with_max_readers(value: T, max_readers: u32) -> Self {
-        Self::with_max_readers(value, max_readers)
-    }
-
-    /// Creates an unlocked lock holding `value`, run by `policy`, with at most
-    /// `max_readers` readers at once.
-    ///
-    /// # Panics
-    ///
-    /// If `max_readers` is 0, or more than the count word can count.
-    ///
-    /// ```
-    /// use async_rwsem::{Policy, RwLock};
-    ///
-    /// let lock = RwLock::with_policy_and_max_readers(0, Policy::new(), 4);
-    /// assert!(lock.try_read().is_ok());
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
-        Self {
-            raw: RawRwLock::new(policy, max_readers),
-            data: UnsafeCell::new(value),
-        }
-    }
-
-    /// The constructors of the loom build, for the crate's loom models only: loom's
-    /// atomics cannot be built in a `const fn`.
-    #[cfg(loom)]
-    pub(crate) fn with_policy(value: T, policy: Policy) -> Self {
-        Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
-    }
-
-    /// See [`with_policy`](Self::with_policy) (loom build).
-    #[cfg(loom)]
-    pub(crate) fn with_policy_and_max_readers(
-        value: T,
-        policy: Policy,
-        max_readers: usize,
-    ) -> Self {
-        Self {
-            raw: RawRwLock::new(policy, max_readers),
-            data: UnsafeCell::new(value),
-        }
-    }
-
-    /// Consumes the lock and returns the value. No locking is needed: the lock is owned.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::new(String::from("hello"));
-    /// assert_eq!(lock.into_inner(), "hello");
-    /// ```
-    pub fn into_inner(self) -> T {
-        self.data.into_inner()
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Access without locking.
+// State queries.
 
 impl<T: ?Sized> RwLock<T> {
-    /// Returns a mutable reference to the value. No locking is needed: `&mut self`
-    /// proves nobody else holds the lock.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let mut lock = RwLock::new(1);
-    /// *lock.get_mut() = 2;
-    /// assert_eq!(lock.into_inner(), 2);
-    /// ```
-    pub fn get_mut(&mut self) -> &mut T {
-        // SAFETY: `&mut self` excludes every guard and every other access.
-        unsafe { &mut *cell_ptr(&self.data) }
-    }
-
-    /// The policy this lock runs by, as the lock stores it (compactly: the durations to the
-    /// nanosecond up to 2.1 s for the handoff and 4.29 s for the spin caps, the handoff to
-    /// the microsecond above; see [`Policy`]).
-    ///
-    /// ```
-    /// use async_rwsem::{Policy, RwLock};
-    ///
-    /// assert_eq!(RwLock::new(()).policy(), Policy::default());
-    /// ```
-    pub fn policy(&self) -> Policy {
-        self.raw.policy()
-    }
-
     /// Whether the lock is held at this instant, in any mode (as `parking_lot`'s
     /// `is_locked`): by a reader, the upgradable reader or a writer. Only a snapshot,
     /// for assertions and diagnostics: by the time it returns the lock may have changed
@@ -349,6 +195,19 @@ impl<T: ?Sized> RwLock<T> {
         self.raw.is_write_locked()
     }
 
+    /// The policy this lock runs by, as the lock stores it (compactly: the durations to the
+    /// nanosecond up to 2.1 s for the handoff and 4.29 s for the spin caps, the handoff to
+    /// the microsecond above; see [`Policy`]).
+    ///
+    /// ```
+    /// use async_rwsem::{Policy, RwLock};
+    ///
+    /// assert_eq!(RwLock::new(()).policy(), Policy::default());
+    /// ```
+    pub fn policy(&self) -> Policy {
+        self.raw.policy()
+    }
+
     /// A snapshot of this lock's event counters (feature `stats`).
     ///
     /// ```
@@ -364,6 +223,40 @@ impl<T: ?Sized> RwLock<T> {
     #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
     pub fn stats(&self) -> crate::LockStats {
         self.raw.stats.snapshot()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Access without locking: `into_inner`, `get_mut` (last, as a user looks for them).
+
+impl<T> RwLock<T> {
+    /// Consumes the lock and returns the value. No locking is needed: the lock is owned.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let lock = RwLock::new(String::from("hello"));
+    /// assert_eq!(lock.into_inner(), "hello");
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T: ?Sized> RwLock<T> {
+    /// Returns a mutable reference to the value. No locking is needed: `&mut self`
+    /// proves nobody else holds the lock.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let mut lock = RwLock::new(1);
+    /// *lock.get_mut() = 2;
+    /// assert_eq!(lock.into_inner(), 2);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: `&mut self` excludes every guard and every other access.
+        unsafe { &mut *cell_ptr(&self.data) }
     }
 
     /// A pointer to the value, for a guard that reads it (under loom, a read access).
@@ -381,318 +274,6 @@ impl<T: ?Sized> RwLock<T> {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// Read locks: `read`, `try_read` and their owned forms.
-
-impl<T: ?Sized> RwLock<T> {
-    /// Locks for reading, waiting while a writer holds the lock (or is due it).
-    ///
-    /// Returns a guard that releases the read lock when dropped. Cancel safe: dropping the
-    /// future before it completes takes nothing, and leaves no trace in the queue.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let c = Arc::clone(&lock);
-    /// let n = lock.read().await;
-    /// // Another reader gets in while we hold ours.
-    /// let other = tokio::spawn(async move { *c.read().await }).await.unwrap();
-    /// assert_eq!(*n, other);
-    /// # }
-    /// ```
-    pub async fn read(&self) -> RwLockReadGuard<'_, T> {
-        if let Some(slow) = token::lock::<Read>(&self.raw) {
-            slow.await;
-        }
-        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
-        // points to.
-        let guard = unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
-    }
-
-    /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
-    /// queued and no handoff is pending.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::new(1);
-    /// let r = lock.try_read().unwrap();
-    /// assert_eq!(*r, 1);
-    /// assert!(lock.try_write().is_err());
-    /// ```
-    pub fn try_read(&self) -> Result<RwLockReadGuard<'_, T>, TryLockError> {
-        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
-        // SAFETY: the token owns a read lock of `self`, whose value `data_ptr` points to.
-        Ok(unsafe { RwLockReadGuard::new(token, self.data_ptr()) })
-    }
-
-    /// Locks for reading, as [`read`](Self::read), through an `Arc`: the guard holds the
-    /// `Arc` instead of borrowing the lock, so it can outlive the scope (and be moved into
-    /// a spawned task). Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let guard = Arc::clone(&lock).read_owned().await;
-    /// let n = tokio::spawn(async move { *guard + 1 }).await.unwrap();
-    /// assert_eq!(n, 2);
-    /// assert!(lock.try_write().is_ok()); // the guard was dropped in the task
-    /// # }
-    /// ```
-    pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        if let Some(slow) = token::lock::<Read>(&self.raw) {
-            slow.await;
-        }
-        let data = self.data_ptr();
-        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
-        // points to.
-        let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
-    }
-
-    /// Locks for reading through an `Arc` if that needs no waiting, as
-    /// [`try_read`](Self::try_read).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let r = Arc::clone(&lock).try_read_owned().unwrap();
-    /// assert_eq!(*r, 1);
-    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
-    /// ```
-    pub fn try_read_owned(self: Arc<Self>) -> Result<OwnedRwLockReadGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
-        let data = token.lock().data_ptr();
-        // SAFETY: the token owns a read lock of the lock whose value `data` points to.
-        Ok(unsafe { OwnedRwLockReadGuard::new(token, data) })
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The write lock: `write`, `try_write` and their owned forms.
-
-impl<T: ?Sized> RwLock<T> {
-    /// Locks for writing, waiting until no reader or writer holds the lock.
-    ///
-    /// A writer that finds the lock held first spins for a short time (the policy's
-    /// `writer_spin`), then yields to the executor (`writer_yields` times), then queues.
-    /// Returns a guard that releases the write lock when dropped. Cancel safe.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// # tokio_test::block_on(async {
-    /// let lock = RwLock::new(1);
-    /// *lock.write().await += 1;
-    /// assert_eq!(*lock.read().await, 2);
-    /// # });
-    /// ```
-    pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
-        if let Some(slow) = token::lock::<Write>(&self.raw) {
-            slow.await;
-        }
-        // SAFETY: the acquire completed: we own the write lock of `self`, whose value
-        // `data_ptr_mut` points to.
-        let guard = unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
-    }
-
-    /// Locks for writing if the lock is free and no handoff to a waiter is pending.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::new(1);
-    /// *lock.try_write().unwrap() = 2;
-    /// let r = lock.try_read().unwrap();
-    /// assert!(lock.try_write().is_err());
-    /// assert_eq!(*r, 2);
-    /// ```
-    pub fn try_write(&self) -> Result<RwLockWriteGuard<'_, T>, TryLockError> {
-        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
-        // SAFETY: the token owns the write lock of `self`, whose value `data_ptr_mut` points to.
-        Ok(unsafe { RwLockWriteGuard::new(token, self.data_ptr_mut()) })
-    }
-
-    /// Locks for writing, as [`write`](Self::write), through an `Arc`. Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let mut guard = Arc::clone(&lock).write_owned().await;
-    /// tokio::spawn(async move { *guard += 1 }).await.unwrap();
-    /// assert_eq!(*lock.read().await, 2);
-    /// # }
-    /// ```
-    pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        if let Some(slow) = token::lock::<Write>(&self.raw) {
-            slow.await;
-        }
-        let data = self.data_ptr_mut();
-        // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
-        // points to.
-        let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
-    }
-
-    /// Locks for writing through an `Arc` if the lock is free, as
-    /// [`try_write`](Self::try_write).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// *Arc::clone(&lock).try_write_owned().unwrap() = 2;
-    /// let r = lock.try_read().unwrap();
-    /// assert!(Arc::clone(&lock).try_write_owned().is_err());
-    /// assert_eq!(*r, 2);
-    /// ```
-    pub fn try_write_owned(self: Arc<Self>) -> Result<OwnedRwLockWriteGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
-        let data = token.lock().data_ptr_mut();
-        // SAFETY: the token owns the write lock of the lock whose value `data` points to.
-        Ok(unsafe { OwnedRwLockWriteGuard::new(token, data) })
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The upgradable read lock: `upgradable_read`, `try_upgradable_read` and their owned
-// forms.
-
-impl<T: ?Sized> RwLock<T> {
-    /// Locks for an upgradable read: shared access beside plain readers, which can later
-    /// become exclusive with [`RwLockUpgradableReadGuard::upgrade`] without letting a
-    /// writer in between. Waits while a writer or another upgradable reader holds the
-    /// lock. Cancel safe.
-    ///
-    /// ```
-    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
-    ///
-    /// # tokio_test::block_on(async {
-    /// let lock = RwLock::new(vec![1, 2]);
-    /// let up = lock.upgradable_read().await;
-    /// let r = lock.read().await; // plain readers still get in
-    /// assert!(lock.try_upgradable_read().is_err()); // but not a second upgradable one
-    /// drop(r);
-    /// if !up.contains(&3) {
-    ///     let mut w = RwLockUpgradableReadGuard::upgrade(up).await;
-    ///     w.push(3);
-    /// }
-    /// assert_eq!(*lock.read().await, [1, 2, 3]);
-    /// # });
-    /// ```
-    pub async fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        if let Some(slow) = token::lock::<Upgradable>(&self.raw) {
-            slow.await;
-        }
-        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
-        // `data_ptr` points to.
-        let guard =
-            unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
-    }
-
-    /// Locks for an upgradable read if that needs no waiting: no writer, no other
-    /// upgradable reader, nobody queued.
-    ///
-    /// ```
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = RwLock::new(0);
-    /// let up = lock.try_upgradable_read().unwrap();
-    /// assert!(lock.try_upgradable_read().is_err());
-    /// assert!(lock.try_read().is_ok());
-    /// assert!(lock.try_write().is_err());
-    /// drop(up);
-    /// ```
-    pub fn try_upgradable_read(&self) -> Result<RwLockUpgradableReadGuard<'_, T>, TryLockError> {
-        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
-        // SAFETY: the token owns the upgradable read lock of `self`, whose value `data_ptr` points
-        // to.
-        Ok(unsafe { RwLockUpgradableReadGuard::new(token, self.data_ptr()) })
-    }
-
-    /// Locks for an upgradable read, as [`upgradable_read`](Self::upgradable_read),
-    /// through an `Arc`: the guard keeps the lock alive and is `'static` when `T` is.
-    /// Cancel safe.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let up = Arc::clone(&lock).upgradable_read_owned().await;
-    /// let task = tokio::spawn(async move {
-    ///     let mut w = OwnedRwLockUpgradableReadGuard::upgrade(up).await;
-    ///     *w += 1;
-    /// });
-    /// task.await.unwrap();
-    /// assert_eq!(*lock.read().await, 2);
-    /// # }
-    /// ```
-    pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
-        if let Some(slow) = token::lock::<Upgradable>(&self.raw) {
-            slow.await;
-        }
-        let data = self.data_ptr();
-        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
-        // `data` points to.
-        let guard = unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
-    }
-
-    /// Locks for an upgradable read through an `Arc` if that needs no waiting, as
-    /// [`try_upgradable_read`](Self::try_upgradable_read).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use async_rwsem::RwLock;
-    ///
-    /// let lock = Arc::new(RwLock::new(1));
-    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
-    /// assert!(Arc::clone(&lock).try_upgradable_read_owned().is_err());
-    /// drop(up);
-    /// ```
-    pub fn try_upgradable_read_owned(
-        self: Arc<Self>,
-    ) -> Result<OwnedRwLockUpgradableReadGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
-        let data = token.lock().data_ptr();
-        // SAFETY: the token owns the upgradable read lock of the lock whose value `data` points to.
-        Ok(unsafe { OwnedRwLockUpgradableReadGuard::new(token, data) })
-    }
-}
-
 /// Prints what `tokio::sync::RwLock` prints: `RwLock { data: 7 }`, or
 /// `RwLock { data: <locked> }` when a read lock cannot be taken without waiting (the policy
 /// is not printed; [`RwLock::policy`] gives it).
@@ -707,14 +288,12 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     }
 }
 
-#[cfg(not(loom))]
 impl<T: Default> Default for RwLock<T> {
     fn default() -> Self {
         Self::new(T::default())
     }
 }
 
-#[cfg(not(loom))]
 impl<T> From<T> for RwLock<T> {
     fn from(value: T) -> Self {
         Self::new(value)

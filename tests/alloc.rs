@@ -1,6 +1,5 @@
 //! No allocation on any acquire path: a counting global allocator around uncontended
 //! lock/unlock, queueing, batch grants, handoff and cancellation.
-#![cfg(not(loom))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

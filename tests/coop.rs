@@ -4,7 +4,7 @@
 //! yields once the budget is spent. Without it the loop never yields, and the neighbour,
 //! on the same thread, never runs: each loop below stops after `LIMIT` acquires and the
 //! test fails instead of hanging.
-#![cfg(all(feature = "tokio", not(loom)))]
+#![cfg(feature = "tokio")]
 
 use std::future::Future;
 use std::sync::Arc;

@@ -4,7 +4,6 @@
 //! tokio's test names; a scenario that goes beyond tokio's file says so.
 //!
 //! Where tokio's file asserts a panic message, the message is the same here.
-#![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::task::Poll;
@@ -221,9 +220,11 @@ fn contended_order_is_the_order_of_first_polls() {
     assert_idle(&rwlock);
 }
 
-/// One lock written by four tasks on eight worker threads, 1,000 times each.
+/// One lock written by four tasks on eight worker threads, 1,000 times each (25 under
+/// Miri, which interprets every step).
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn multithreaded() {
+    const ROUNDS: u32 = if cfg!(miri) { 25 } else { 1000 };
     use futures::stream::{self, StreamExt};
     use tokio::sync::Barrier;
 
@@ -233,7 +234,7 @@ async fn multithreaded() {
         let rwlock = Arc::clone(&rwlock);
         let barrier = Arc::clone(&barrier);
         tokio::spawn(async move {
-            stream::iter(0..1000)
+            stream::iter(0..ROUNDS)
                 .for_each(|_| {
                     let rwlock = Arc::clone(&rwlock);
                     async move { *rwlock.write().await += add }
@@ -243,7 +244,7 @@ async fn multithreaded() {
         });
     }
     barrier.wait().await;
-    assert_eq!(*rwlock.read().await, 17_000);
+    assert_eq!(*rwlock.read().await, 17 * ROUNDS);
     assert_idle(&rwlock);
 }
 
@@ -308,4 +309,131 @@ async fn try_downgrade_map() {
         .expect("the closure accepted");
     let read_guard2 = assert_ready!(read_t.poll());
     assert!(std::ptr::eq(&*read_guard1, &*read_guard2));
+}
+
+// ---------------------------------------------------------------------------------------
+// Beyond tokio's file: a reader queued behind a pending writer. The batch grant that lets
+// every queued reader in at once must stop at the writer, under `Policy::fifo()` and
+// under a plain zero handoff timeout (whose docs promise that no queued waiter passes
+// another).
+
+/// The policies that promise the order of the queue.
+fn ordered_policies() -> [(&'static str, Policy); 2] {
+    [
+        ("Policy::fifo()", Policy::fifo()),
+        (
+            "handoff_timeout(ZERO)",
+            Policy::new()
+                .handoff_timeout(std::time::Duration::ZERO)
+                .writer_spin(std::time::Duration::ZERO)
+                .writer_yields(0),
+        ),
+    ]
+}
+
+/// `[R1, W, R2]` queued behind a writer; `release` lets the writer go (a plain release,
+/// or a downgrade, which keeps a read lock: `keep`). R1 is granted; R2 waits for W; W gets
+/// the lock when R1 (and the downgraded reader) leave, R2 when W leaves.
+fn reader_behind_a_pending_writer_waits(
+    release: impl Fn(RwLockWriteGuard<'_, u32>) -> Option<async_rwsem::RwLockReadGuard<'_, u32>>,
+) {
+    for (name, policy) in ordered_policies() {
+        let rwlock = RwLock::with_policy(0u32, policy);
+        let held = rwlock.try_write().unwrap();
+        let mut r1 = spawn(rwlock.read());
+        let mut w = spawn(rwlock.write());
+        let mut r2 = spawn(rwlock.read());
+        assert_pending!(r1.poll());
+        assert_pending!(w.poll());
+        assert_pending!(r2.poll());
+        let kept = release(held);
+        assert!(r1.is_woken(), "{name}: the head reader is granted");
+        let g1 = assert_ready!(r1.poll());
+        assert!(
+            !r2.is_woken(),
+            "{name}: the reader behind the writer was granted"
+        );
+        assert_pending!(r2.poll());
+        assert_pending!(w.poll());
+        drop((g1, kept));
+        assert!(w.is_woken(), "{name}");
+        let gw = assert_ready!(w.poll());
+        assert!(!r2.is_woken(), "{name}");
+        assert_pending!(r2.poll());
+        drop(gw);
+        assert!(r2.is_woken(), "{name}");
+        drop(assert_ready!(r2.poll()));
+        assert_idle(&rwlock);
+    }
+}
+
+#[test]
+fn a_reader_queued_behind_a_pending_writer_is_not_granted_with_the_head() {
+    reader_behind_a_pending_writer_waits(|held| {
+        drop(held);
+        None
+    });
+}
+
+#[test]
+fn a_downgrade_grants_the_head_reader_not_the_one_behind_a_pending_writer() {
+    reader_behind_a_pending_writer_waits(|held| Some(held.downgrade()));
+}
+
+/// `strict_order(true)` with a handoff timeout that is not zero: a writer that arrives
+/// while the head writer has been woken (the lock free, not yet taken) queues behind it
+/// instead of taking the lock.
+#[test]
+fn strict_order_keeps_an_arriving_writer_behind_a_woken_head() {
+    let policy = Policy::new()
+        .strict_order(true)
+        .handoff_timeout(std::time::Duration::from_secs(3600))
+        .writer_spin(std::time::Duration::ZERO)
+        .writer_yields(0);
+    let rwlock = RwLock::with_policy(Vec::<u32>::new(), policy);
+    let held = rwlock.try_read().unwrap();
+    let mut first = spawn(rwlock.write().map(|mut guard| guard.push(1)));
+    assert_pending!(first.poll());
+    drop(held);
+    // Woken, not granted: the head has not waited for the handoff timeout.
+    assert!(first.is_woken());
+    let mut late = spawn(rwlock.write().map(|mut guard| guard.push(2)));
+    assert_pending!(late.poll());
+    let mut late_reader = spawn(rwlock.read().map(|guard| guard.clone()));
+    assert_pending!(late_reader.poll());
+    assert_ready!(first.poll());
+    assert!(late.is_woken());
+    assert_ready!(late.poll());
+    assert_eq!(assert_ready!(late_reader.poll()), [1, 2]);
+    assert_idle(&rwlock);
+}
+
+// ---------------------------------------------------------------------------------------
+// Beyond tokio's file: the never-polled waiter (polled once, then neither polled nor
+// dropped; async-lock issue 91). Under `Policy::fifo()` the release grants it the lock at
+// once (a zero handoff timeout), and everyone waits for it, as with tokio's lock, until it
+// is polled or dropped. (Under the default policy others pass it until its handoff is due:
+// `tests/starvation.rs`.)
+
+#[test]
+fn under_fifo_a_never_polled_waiter_holds_the_others_until_dropped() {
+    let rwlock = fifo(0u32);
+    let held = rwlock.try_write().unwrap();
+    let mut stuck = spawn(rwlock.write());
+    assert_pending!(stuck.poll());
+    drop(held);
+    // Granted at the release: it owns the lock, though it is never polled again.
+    assert!(stuck.is_woken());
+    assert!(rwlock.try_read().is_err());
+    let mut reader = spawn(rwlock.read());
+    let mut writer = spawn(rwlock.write());
+    assert_pending!(reader.poll());
+    assert_pending!(writer.poll());
+    // Dropping it releases the lock it was granted, and the queue goes on.
+    drop(stuck);
+    assert!(reader.is_woken());
+    drop(assert_ready!(reader.poll()));
+    assert!(writer.is_woken());
+    drop(assert_ready!(writer.poll()));
+    assert_idle(&rwlock);
 }

@@ -3,11 +3,37 @@
 //! caught, no guard may exist beside a conflicting one, no reader bias or flag may be left
 //! in the count word, every waiter that was granted the lock must have been woken, and
 //! the lock must be usable and idle at the end. CI also runs this file under valgrind,
-//! which catches a node left linked in freed memory.
+//! which catches a node left linked in freed memory, and under Miri.
 //!
-//! (The `tracing` subscriber's panics are in `tests/tracing.rs`.)
-#![cfg(not(loom))]
-
+//! # Every call site of foreign code, with the lock's state there
+//!
+//! The rule: foreign code never runs under the wait lock, and runs only where an unwind
+//! leaves every lock with exactly one owner that will release it (a guard, a lock token, a
+//! lock future's phase or node, a reader's bias as a `ReaderBias`, `src/raw/read.rs`) and no node linked in memory
+//! about to be freed. Each site, what is held when it runs, and its test (in this file
+//! unless named; `raw::tests::panics` is `src/raw/tests/panics.rs`, for the instants a
+//! single-threaded test cannot reach through the API, between the two halves of a
+//! release):
+//!
+//! | site | foreign code | state of the lock there | test |
+//! |---|---|---|---|
+//! | a reader's slow path, before it queues | `Waker::clone` | its bias in the count, owned by a local `ReaderBias`: the unwind gives it back; the future is left in `Init` (holds nothing) | `reader_queueing_with_a_panicking_clone_leaves_no_bias`; `raw::tests::panics::a_reader_repolled_after_a_panicking_clone_starts_over` |
+//! | a writer queueing (after its spin and yields) | `Waker::clone` | nothing held, not queued | `writer_queueing_with_a_panicking_clone_leaves_nothing_queued` |
+//! | an upgradable reader queueing | `Waker::clone` | nothing held, not queued | `upgradable_reader_queueing_with_a_panicking_clone_leaves_nothing_queued`; `raw::tests::panics::an_upgradable_reader_repolled_after_a_panicking_clone_starts_over` |
+//! | an upgrade queueing | `Waker::clone` | the upgradable read lock, owned by the future in `Init` (its drop releases it) | `upgrade_repolled_after_a_panicking_clone_still_waits_for_the_readers`, `upgrade_dropped_after_a_panicking_clone_releases_the_lock` |
+//! | a queued future polled again (`poll_queued`) | `Waker::clone` of the new waker, `Waker::drop` of the old one | both after the wait lock is released; the node linked with a valid waker, or granted | `repoll_with_a_new_panicking_waker_keeps_the_node_consistent`, `queued_writer_repolled_with_a_panicking_waker_can_still_be_cancelled`, `a_panicking_drop_of_a_replaced_waker_leaves_the_node_queued` |
+//! | a writer yielding | `Waker::wake_by_ref` (its own) | nothing held, not queued | `a_panicking_self_wake_of_a_yielding_writer_holds_nothing` |
+//! | every release (`unlock_*`, `unlock_fair`, a granted future dropped) that wakes | `Waker::wake` of the granted or woken waiters | the lock released; every granted node unlinked and marked before the first wake; the other wakers still called | `a_panicking_wake_does_not_keep_the_other_granted_readers_asleep`, `a_panicking_wake_of_a_writer_leaves_it_able_to_take_the_lock`, `a_panicking_wake_of_an_upgrade_leaves_it_granted` |
+//! | every downgrade (`downgrade`, `downgrade_to_upgradable`, `downgrade_map`, `try_downgrade_map`, borrowed and owned; the upgradable guards' `downgrade`) | `Waker::wake` of the readers it grants | the new mode's token exists (the old one consumed): the unwind releases the new mode once | `a_panicking_wake_in_*downgrade*` (ten tests) |
+//! | a reader that steals the lock with waiters queued (slow path, and its spin) | `Waker::wake` of the readers it grants | its read lock still a `ReaderBias`: the unwind gives it back; the future in `Init` | `raw::tests::panics::a_panicking_wake_in_a_readers_steal_gives_the_stolen_lock_back`, `..._in_a_spinning_readers_steal_...` |
+//! | a reader queueing (`read_queue`, its grant of the head) | `Waker::wake` | its bias out of the count; its node `Waiting`, or `Granted` (then its future's drop releases the lock) | `raw::tests::panics::a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future` |
+//! | a writer queueing (`write_queue`, its wake-up of the head) | `Waker::wake` | if it took the lock, its node is `Granted` before the wakers run: its future's drop releases the lock, a poll completes | `raw::tests::panics::a_panicking_wake_in_a_queueing_writers_grant_releases_its_write_lock`, `..._a_queueing_writer_repolled_after_a_panicking_wake_has_the_lock_it_took` |
+//! | a cancelled acquire (`cancel`) | `Waker::drop` of its own waker; `Waker::wake` of the next head it grants | its node unlinked and `Idle` first | `a_panicking_waker_drop_in_a_cancel_still_wakes_the_readers_it_granted` |
+//! | inside a section | `T::drop` (an assignment), any user code | the guard owns the lock: the unwind releases it | `a_panicking_drop_of_the_value_inside_a_write_section_releases_the_lock`, `a_panic_inside_a_section_that_awaits_releases_the_lock` |
+//! | an owned guard dropped with the last `Arc` | `T::drop` | the token releases the lock before the `Arc` (its field) is dropped | `a_panicking_drop_of_the_last_arc_after_an_owned_guard` |
+//! | `map`, `try_map`, `downgrade_map`, `try_downgrade_map` (every guard kind) | the closure | the guard (its token) still owns the lock, in the old mode: the unwind releases it | `panicking_map_closures_release_the_lock` |
+//! | a wait begins, ends or is given up (feature `tracing`) | the `tracing` subscriber | begin: the node linked, the future's drop unlinks it; end: the lock owned, a `ReleaseOnUnwind` releases it until the guard exists; given up: the node already unlinked | `tests/tracing.rs`: `a_subscriber_panicking_when_an_acquire_starts_to_wait`, `..._after_an_acquire_releases_the_lock`, `..._in_a_cancelled_acquire_leaves_no_node_linked` |
+//! | an async acquire completes (feature `tokio`) | tokio's cooperative budget (`coop::poll_proceed`) | the guard exists already: a `Pending` there holds the guard in the future, a panic drops it | `tests/coop.rs`: `every_async_acquire_takes_budget`, `a_task_reading_in_a_loop_lets_its_neighbour_write` |
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::{pin, Pin};
@@ -496,4 +522,229 @@ fn a_panic_inside_a_section_that_awaits_releases_the_lock() {
     });
     assert!(rt.block_on(task).unwrap_err().is_panic());
     assert_idle(&l);
+}
+
+// ---------------------------------------------------------------------------------------
+// `Waker::wake` panics in a downgrade: the downgrade grants the queued readers (or the
+// queued upgradable reader) and wakes them. The lock must have changed hands, from the
+// old mode's guard to the new one's, before the wakers run: the unwind then drops the new
+// guard, which releases the new mode once. (Before, it dropped the old one: a downgraded
+// write lock was write-unlocked, or `UPGRADABLE` taken twice.)
+
+type Pair = Arc<RwLock<(u32, u32)>>;
+
+fn pair() -> Pair {
+    Arc::new(RwLock::with_policy((1, 2), queue_at_once()))
+}
+
+/// `hold` takes the lock (a write lock, or the upgradable read lock); then `waiter`'s
+/// acquire queues behind it with a waker whose wake panics; `downgrade` downgrades the
+/// guard and drops the result (the waiter is an owned acquire, so that its future does not
+/// borrow the lock). The downgrade grants the waiter and panics with its wake:
+/// afterwards the waiter holds its lock, the downgraded lock is released exactly once, and
+/// the lock ends idle.
+fn downgrade_with_a_panicking_wake<'a, G, W: Future>(
+    l: &'a Pair,
+    hold: impl FnOnce(&'a Pair) -> G,
+    waiter: impl FnOnce(&'a Pair) -> W,
+    downgrade: impl FnOnce(G),
+    check_granted: impl FnOnce(&'a Pair, W::Output),
+) {
+    let probe = Probe::new();
+    let guard = hold(l);
+    let mut waiting = Box::pin(waiter(l));
+    assert!(poll_with(waiting.as_mut(), &probe_waker(&probe)).is_pending());
+    probe.panic_wake.store(true, SeqCst);
+    panics(|| downgrade(guard));
+    assert_eq!(
+        probe.wakes(),
+        1,
+        "the downgrade granted and woke the waiter"
+    );
+    probe.panic_wake.store(false, SeqCst);
+    let Poll::Ready(granted) = poll_with(waiting.as_mut(), &probe_waker(&probe)) else {
+        panic!("the waiter was granted and woken, yet is not ready");
+    };
+    check_granted(l, granted);
+    drop(waiting);
+    assert_idle(l);
+    assert_eq!(Arc::strong_count(l), 1, "an owned guard's Arc was leaked");
+    assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+}
+
+/// A reader was granted: only readers hold the lock now (the downgraded lock was released
+/// with the unwind, and never write-unlocked), and no upgradable bit was left behind.
+fn reader_alone(l: &Pair, guard: impl std::ops::Deref<Target = (u32, u32)>) {
+    assert_eq!(guard.0, 1);
+    assert!(l.try_write().is_err(), "the reader holds the lock");
+    let up = l
+        .try_upgradable_read()
+        .expect("the downgraded upgradable lock was released");
+    drop((up, guard));
+}
+
+fn queued_reader(l: &Pair) -> impl Future<Output = async_rwsem::OwnedRwLockReadGuard<(u32, u32)>> {
+    Arc::clone(l).read_owned()
+}
+
+#[test]
+fn a_panicking_wake_in_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| drop(w.downgrade()),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_downgrade_to_upgradable_releases_the_upgradable_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| drop(async_rwsem::RwLockWriteGuard::downgrade_to_upgradable(w)),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| {
+            drop(async_rwsem::RwLockWriteGuard::downgrade_map(w, |pair| {
+                &pair.1
+            }))
+        },
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_try_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_write().unwrap(),
+        queued_reader,
+        |w| {
+            let r = async_rwsem::RwLockWriteGuard::try_downgrade_map(w, |pair| Some(&pair.1));
+            let Ok(r) = r else {
+                panic!("the closure returned Some")
+            };
+            drop(r);
+        },
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| drop(w.downgrade()),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_downgrade_to_upgradable_releases_it_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| drop(OwnedRwLockWriteGuard::downgrade_to_upgradable(w)),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| drop(OwnedRwLockWriteGuard::downgrade_map(w, |pair| &pair.1)),
+        reader_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_try_downgrade_map_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_write_owned().unwrap(),
+        queued_reader,
+        |w| {
+            let r = OwnedRwLockWriteGuard::try_downgrade_map(w, |pair| Some(&pair.1));
+            let Ok(r) = r else {
+                panic!("the closure returned Some")
+            };
+            drop(r);
+        },
+        reader_alone,
+    );
+}
+
+/// An upgradable reader was granted: it holds the upgradable lock (the old one's
+/// `UPGRADABLE` was not taken from it by the unwind), beside no writer.
+fn upgradable_alone(l: &Pair, guard: impl std::ops::Deref<Target = (u32, u32)>) {
+    assert_eq!(guard.1, 2);
+    assert!(
+        l.try_upgradable_read().is_err(),
+        "a second upgradable reader got in beside the granted one"
+    );
+    assert!(l.try_write().is_err());
+    let r = l.try_read().expect("plain readers share the lock");
+    drop((r, guard));
+}
+
+#[test]
+fn a_panicking_wake_in_an_upgradable_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| l.try_upgradable_read().unwrap(),
+        |l| Arc::clone(l).upgradable_read_owned(),
+        |u| drop(RwLockUpgradableReadGuard::downgrade(u)),
+        upgradable_alone,
+    );
+}
+
+#[test]
+fn a_panicking_wake_in_an_owned_upgradable_downgrade_releases_the_read_lock_once() {
+    downgrade_with_a_panicking_wake(
+        &pair(),
+        |l| Arc::clone(l).try_upgradable_read_owned().unwrap(),
+        |l| Arc::clone(l).upgradable_read_owned(),
+        |u| drop(async_rwsem::OwnedRwLockUpgradableReadGuard::downgrade(u)),
+        upgradable_alone,
+    );
+}
+
+#[test]
+fn a_panicking_drop_of_a_replaced_waker_leaves_the_node_queued() {
+    // A queued writer is polled again by a task with another waker: the node takes the
+    // new waker, and the old one is dropped after the wait lock is released; that drop
+    // panics. The unwind drops the future (an `async fn`), which unlinks the node.
+    let l = lock();
+    let old = Probe::new();
+    let new = Probe::new();
+    let r = l.try_read().unwrap();
+    {
+        let mut write = pin!(l.write());
+        assert!(poll_with(write.as_mut(), &probe_waker(&old)).is_pending());
+        old.panic_drop.store(true, SeqCst);
+        poll_panics(write, &probe_waker(&new));
+    }
+    assert_eq!(old.wakes(), 0);
+    drop(r);
+    assert_eq!(new.wakes(), 0, "the cancelled writer is not woken");
+    assert_idle(&l);
+    assert_eq!(Arc::strong_count(&old), 1, "a waker was leaked");
+    assert_eq!(Arc::strong_count(&new), 1, "a waker was leaked");
 }

@@ -11,7 +11,6 @@
 //! what is left, the races of woken waiters against arrivals: in the 240-writer case of
 //! `cargo run --release -p bench -- --sweep` turning it off takes the per-task
 //! min/mean from 0.98 to 0.01 and the worst wait from about 5 ms to about half a second.
-#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
@@ -129,4 +128,74 @@ fn queued_reader_is_not_starved_by_spinning_writers() {
         Duration::from_secs(2),
     );
     println!("control, handoff disabled: {control:?} (None: still waiting after 2 s)");
+}
+
+// ---------------------------------------------------------------------------------------
+// The never-polled waiter (async-lock issue 91): an acquire polled once, then neither
+// polled nor dropped. tokio's and async-lock's locks hand it their next turn and every
+// other acquirer waits for it forever. Here a queued writer is woken at a release, not
+// granted, until it has waited for the handoff timeout: others pass it meanwhile. Once the
+// timeout is due, the next release hands it the lock (that bounds what a polled waiter
+// loses to arrivals), and then everyone waits until it is polled or dropped.
+
+mod never_polled {
+    use super::*;
+    use tokio_test::task::spawn;
+    use tokio_test::{assert_pending, assert_ready};
+
+    #[test]
+    fn a_never_polled_writer_does_not_block_the_others_before_its_handoff_is_due() {
+        // The default policy, but for a handoff timeout the test cannot reach.
+        let lock = RwLock::with_policy(0u32, Policy::new().handoff_timeout(Duration::MAX / 2));
+        let held = lock.try_write().unwrap();
+        let mut stuck = spawn(lock.write());
+        // Spins (the lock is held), yields once (a future left here holds nothing and is
+        // in no queue), then queues: from here on it is never polled again.
+        assert_pending!(stuck.poll());
+        assert_pending!(stuck.poll());
+        assert!(!stuck.is_woken());
+        drop(held);
+        assert!(stuck.is_woken(), "woken, not granted");
+        for round in 0..3u32 {
+            // A reader steals the free lock (a second one would queue: readers do not join
+            // readers while someone waits); a writer that finds it taken queues behind the
+            // stuck one, and takes it when it is free again (it is not the head's yet).
+            let r1 = assert_ready!(spawn(lock.read()).poll());
+            let mut writer = spawn(lock.write());
+            assert_pending!(writer.poll());
+            assert_pending!(writer.poll());
+            drop(r1);
+            let mut w = assert_ready!(writer.poll());
+            *w += 1;
+            drop(w);
+            assert_eq!(*assert_ready!(spawn(lock.read()).poll()), round + 1);
+        }
+        assert!(
+            lock.try_write().is_err(),
+            "the stuck writer is still queued"
+        );
+        drop(stuck);
+        assert_idle(&lock);
+    }
+
+    #[test]
+    fn under_the_default_policy_a_never_polled_writer_is_handed_the_lock_once_due() {
+        let lock = RwLock::new(0u32);
+        let reader = lock.try_read().unwrap();
+        let mut stuck = spawn(lock.write());
+        // Spins (a reader holds the lock), yields once, then queues.
+        assert_pending!(stuck.poll());
+        assert_pending!(stuck.poll());
+        std::thread::sleep(HANDOFF * 2);
+        drop(reader);
+        // Due the handoff: granted at the release. It owns the lock unpolled.
+        assert!(stuck.is_woken());
+        assert!(lock.try_read().is_err());
+        let mut other = spawn(lock.read());
+        assert_pending!(other.poll());
+        drop(stuck);
+        assert!(other.is_woken());
+        drop(assert_ready!(other.poll()));
+        assert_idle(&lock);
+    }
 }

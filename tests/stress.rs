@@ -3,7 +3,6 @@
 //! random cancellations. Inside every critical section the invariants are checked with
 //! separate atomics; at the end the counts are exact, the count word is back to 0 and
 //! the wait queue is empty. A lost wake-up shows up as the generous deadline expiring.
-#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
@@ -12,48 +11,15 @@ use std::time::Duration;
 use async_rwsem::{Policy, RwLock};
 
 mod support;
-use support::assert_idle;
+use support::{assert_idle, Census, Rng};
 
 /// Far above any healthy run (a few seconds at most); only a hang reaches it.
 const DEADLINE: Duration = Duration::from_secs(120);
-
-#[derive(Default)]
-struct Census {
-    readers: AtomicUsize,
-    writers: AtomicUsize,
-    max_readers: AtomicUsize,
-}
-
-impl Census {
-    fn enter_read(&self) {
-        let n = self.readers.fetch_add(1, SeqCst) + 1;
-        self.max_readers.fetch_max(n, SeqCst);
-        assert_eq!(self.writers.load(SeqCst), 0, "a reader beside a writer");
-    }
-    fn leave_read(&self) {
-        self.readers.fetch_sub(1, SeqCst);
-    }
-    fn enter_write(&self) {
-        assert_eq!(self.writers.fetch_add(1, SeqCst), 0, "two writers");
-        assert_eq!(self.readers.load(SeqCst), 0, "a writer beside readers");
-    }
-    fn leave_write(&self) {
-        self.writers.fetch_sub(1, SeqCst);
-    }
-}
 
 struct Shared {
     lock: RwLock<(u64, u64)>,
     census: Census,
     cancelled: AtomicUsize,
-}
-
-/// Small deterministic PRNG (xorshift) so each task's choices are reproducible.
-fn next(seed: &mut u64) -> u64 {
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    *seed
 }
 
 fn run_tokio(policy: Policy, tasks: usize, iters: usize, workers: usize) {
@@ -73,10 +39,10 @@ fn run_tokio(policy: Policy, tasks: usize, iters: usize, workers: usize) {
             for t in 0..tasks {
                 let s = Arc::clone(&shared);
                 handles.push(tokio::spawn(async move {
-                    let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+                    let mut rng = Rng(0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1));
                     let mut writes = 0u64;
                     for _ in 0..iters {
-                        let r = next(&mut seed);
+                        let r = rng.next();
                         let write = r % 4 == 0;
                         let cancel = r % 7 == 0;
                         let await_inside = r % 5 == 0;

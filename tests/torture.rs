@@ -11,12 +11,11 @@
 //! - Long version: `cargo test --release --test torture -- --ignored --nocapture`
 //!   (`TORTURE_SECS`, default 120, sets its length).
 //! - Reproduce a failure: `TORTURE_SEED=<the seed printed> cargo test --test torture`.
-#![cfg(not(loom))]
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Once};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -25,32 +24,11 @@ use async_rwsem::{Policy, RwLock, RwLockUpgradableReadGuard};
 use futures::FutureExt;
 
 mod support;
+use support::{Census, Rng};
 
 /// Only a hang comes near it.
 const DEADLINE: Duration = Duration::from_secs(300);
 const PLANNED: &str = "planned panic inside a critical section";
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-#[derive(Default)]
-struct Census {
-    readers: AtomicUsize,
-    writers: AtomicUsize,
-    upgradable: AtomicUsize,
-}
 
 struct Shared {
     lock: Arc<RwLock<Vec<u64>>>,
@@ -59,9 +37,14 @@ struct Shared {
     ops: AtomicU64,
 }
 
+/// A reader got in: counted, and it sees no write half done.
 fn check_read(s: &Shared, data: &[u64]) {
-    s.census.readers.fetch_add(1, SeqCst);
-    assert_eq!(s.census.writers.load(SeqCst), 0, "reader beside a writer");
+    s.census.enter_read();
+    check_torn(data);
+}
+
+/// Every write adds one to every cell: a reader sees them all equal.
+fn check_torn(data: &[u64]) {
     assert!(
         data.windows(2).all(|w| w[0] == w[1]),
         "torn write seen: {data:?}"
@@ -109,17 +92,12 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
                 _ => Some(s.lock.upgradable_read().await),
             };
             let Some(up) = up else { return };
-            assert_eq!(
-                s.census.upgradable.fetch_add(1, SeqCst),
-                0,
-                "two upgradable readers"
-            );
-            check_read(s, &up);
+            s.census.enter_upgradable();
+            check_torn(&up);
             if await_inside {
                 tokio::task::yield_now().await;
             }
-            s.census.readers.fetch_sub(1, SeqCst);
-            s.census.upgradable.fetch_sub(1, SeqCst);
+            s.census.leave_upgradable();
             if rng.below(2) == 0 {
                 drop(up);
                 return;
@@ -132,17 +110,12 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
                 Some(upgrade.await)
             };
             let Some(mut guard) = guard else { return };
-            assert_eq!(
-                s.census.writers.fetch_add(1, SeqCst),
-                0,
-                "upgrade beside a writer"
-            );
-            assert_eq!(s.census.readers.load(SeqCst), 0, "upgrade beside readers");
+            s.census.enter_write();
             for v in guard.iter_mut() {
                 *v += 1;
             }
             s.writes.fetch_add(1, SeqCst);
-            s.census.writers.fetch_sub(1, SeqCst);
+            s.census.leave_write();
             drop(guard);
         }
         // Plain and cancelled reads.
@@ -155,7 +128,7 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
                 };
                 check_read(s, &guard);
                 tokio::task::yield_now().await;
-                s.census.readers.fetch_sub(1, SeqCst);
+                s.census.leave_read();
                 return;
             }
             let guard = match rng.below(6) {
@@ -171,7 +144,7 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
             if await_inside {
                 tokio::task::yield_now().await;
             }
-            s.census.readers.fetch_sub(1, SeqCst);
+            s.census.leave_read();
             if panic_inside {
                 std::panic::panic_any(PLANNED);
             }
@@ -188,8 +161,7 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
                 _ => Some(s.lock.write().await),
             };
             let Some(mut guard) = guard else { return };
-            assert_eq!(s.census.writers.fetch_add(1, SeqCst), 0, "two writers");
-            assert_eq!(s.census.readers.load(SeqCst), 0, "writer beside readers");
+            s.census.enter_write();
             let n = guard.len();
             for (i, v) in guard.iter_mut().enumerate() {
                 *v += 1;
@@ -200,8 +172,7 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
             s.writes.fetch_add(1, SeqCst);
             if rng.below(4) == 0 {
                 // Downgrade: from now on a reader, beside the readers it lets in.
-                s.census.readers.fetch_add(1, SeqCst);
-                s.census.writers.fetch_sub(1, SeqCst);
+                s.census.downgrade();
                 let guard = guard.downgrade();
                 assert!(
                     guard.windows(2).all(|w| w[0] == w[1]),
@@ -210,11 +181,11 @@ async fn one_op(s: &Shared, rng: &mut Rng) {
                 if await_inside {
                     tokio::task::yield_now().await;
                 }
-                s.census.readers.fetch_sub(1, SeqCst);
+                s.census.leave_read();
                 drop(guard);
                 return;
             }
-            s.census.writers.fetch_sub(1, SeqCst);
+            s.census.leave_write();
             if panic_inside {
                 std::panic::panic_any(PLANNED);
             }

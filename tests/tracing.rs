@@ -1,6 +1,6 @@
 //! The `tracing` feature: a `contention_begin` event when an acquire first has to wait, a
 //! `contention_end` one (with the wait, and whether the lock was got) when it stops.
-#![cfg(all(feature = "tracing", not(loom)))]
+#![cfg(feature = "tracing")]
 
 use std::fmt;
 use std::future::Future;

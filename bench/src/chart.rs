@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -24,7 +23,11 @@ fn err(e: impl std::fmt::Display) -> String {
     format!("chart: {e}")
 }
 
-/// One bar group per workload, one bar per lock.
+/// What "n/a" means in every chart: the sync lock in a workload that awaits in the section.
+pub const NA_NOTE: &str = "n/a: parking_lot is not run where the section awaits (a sync lock \
+                           cannot be held across .await)";
+
+/// One bar group per workload, one bar per lock, on a linear axis from 0.
 struct Bars<'a> {
     title: &'a str,
     y_desc: &'a str,
@@ -34,80 +37,116 @@ struct Bars<'a> {
     /// Per series, per group: a `(low, high)` range drawn as a whisker through the bar (the
     /// lowest and highest round of a `--repeat` run). Empty: none.
     whiskers: Vec<Vec<Option<(f64, f64)>>>,
-    /// The value bars start from (the axis bottom).
+    /// The value bars grow from, up or down (1.0 for ratios: the reference; 0 otherwise).
     base: f64,
-    /// A horizontal reference line (1.0 for ratios).
-    reference: Option<f64>,
-    /// How a value is written above its bar.
+    /// A horizontal reference line and its legend entry (1.0: tokio).
+    reference: Option<(f64, String)>,
+    /// The top of the axis.
+    y_max: f64,
+    /// How a value is written at the end of its bar.
     label: fn(f64) -> String,
 }
 
-fn draw_bars<Y>(path: &Path, bars: &Bars<'_>, y: Y) -> Result<(), String>
-where
-    Y: AsRangedCoord<Value = f64>,
-    Y::CoordDescType: ValueFormatter<f64>,
-{
+/// Tick spacing for a linear axis from 0 to `max`: 0.1, 0.25, 0.5, 1, ... so that about 8
+/// to 16 ticks are labelled.
+fn tick_step(max: f64) -> f64 {
+    [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0]
+        .into_iter()
+        .find(|s| max / s <= 16.0)
+        .unwrap_or(max / 10.0)
+}
+
+fn draw_bars(path: &Path, bars: &Bars<'_>) -> Result<(), String> {
     let n = bars.groups.len().max(1);
-    let width = (140 * n as u32).clamp(700, 1600);
-    let root = SVGBackend::new(path, (width, 620)).into_drawing_area();
+    let width = (130 * n as u32).clamp(1100, 1600);
+    let root = SVGBackend::new(path, (width, 660)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let body = root.titled(bars.title, ("sans-serif", 22)).map_err(err)?;
-    let (legend_row, body) = body.split_vertically(34);
-    legend(&legend_row, bars.series.iter().map(|(l, _)| *l))?;
+    let body = root.titled(bars.title, ("sans-serif", 20)).map_err(err)?;
+    let (legend_rows, body) = body.split_vertically(58);
+    let has_na = bars
+        .series
+        .iter()
+        .any(|(_, v)| v.iter().any(Option::is_none));
+    let has_whiskers = bars.whiskers.iter().flatten().any(Option::is_some);
+    legend(
+        &legend_rows,
+        bars.series.iter().map(|(l, _)| *l),
+        bars.reference.as_ref().map(|(_, label)| label.as_str()),
+        has_whiskers,
+        has_na,
+    )?;
+    let step = tick_step(bars.y_max);
+    let y_max = (bars.y_max / step).ceil() * step;
     let mut chart = ChartBuilder::on(&body)
         .margin(12)
         .margin_top(4)
         .x_label_area_size(40)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..n as f64, y)
+        .build_cartesian_2d(0f64..n as f64, 0f64..y_max)
         .map_err(err)?;
+    // The mesh draws the axes only: every tick is labelled at the step chosen here, where
+    // plotters would pick coarser ones.
     chart
         .configure_mesh()
-        .disable_x_mesh()
+        .disable_mesh()
         .x_labels(0)
-        .x_label_formatter(&|_| String::new())
-        .y_label_formatter(&|v| trim_number(*v))
-        .max_light_lines(1)
+        .y_labels(0)
         .y_desc(bars.y_desc)
         .axis_desc_style(("sans-serif", 15))
-        .label_style(("sans-serif", 13))
         .draw()
         .map_err(err)?;
-
-    if let Some(r) = bars.reference {
+    let tick_style =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+    for k in 0..=(y_max / step).round() as usize {
+        let t = k as f64 * step;
         chart
             .draw_series(LineSeries::new(
-                [(0.0, r), (n as f64, r)],
-                BLACK.mix(0.5).stroke_width(1),
+                [(0.0, t), (n as f64, t)],
+                BLACK.mix(0.12).stroke_width(1),
             ))
+            .map_err(err)?;
+        let (px, py) = chart.backend_coord(&(0.0, t));
+        root.draw(&PathElement::new(
+            [(px - 5, py), (px, py)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(err)?;
+        root.draw(&Text::new(trim_number(t), (px - 8, py), tick_style.clone()))
             .map_err(err)?;
     }
 
     let m = bars.series.len().max(1) as f64;
     let slot = 0.84 / m;
-    let value_style =
+    let above =
         TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+    let below =
+        TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     for (k, (lock, values)) in bars.series.iter().enumerate() {
         let color = lock_color(lock);
         let mut rects = Vec::new();
-        let mut labels = Vec::new();
+        // (text, anchor in chart coordinates, above the anchor?)
+        let mut labels: Vec<(String, (f64, f64), bool)> = Vec::new();
         for (i, v) in values.iter().enumerate() {
             let x0 = i as f64 + 0.08 + k as f64 * slot;
             let x1 = x0 + slot * 0.9;
+            let xm = (x0 + x1) / 2.0;
+            // A whisker's end, if any, so that the label clears it.
+            let range = bars
+                .whiskers
+                .get(k)
+                .and_then(|w| w.get(i).copied().flatten());
             match v {
                 Some(v) => {
                     rects.push(Rectangle::new([(x0, bars.base), (x1, *v)], color.filled()));
-                    labels.push(Text::new(
-                        (bars.label)(*v),
-                        ((x0 + x1) / 2.0, *v),
-                        value_style.clone(),
-                    ));
+                    if *v >= bars.base {
+                        let top = range.map_or(*v, |(_, hi)| hi.max(*v));
+                        labels.push(((bars.label)(*v), (xm, top), true));
+                    } else {
+                        let bottom = range.map_or(*v, |(lo, _)| lo.min(*v));
+                        labels.push(((bars.label)(*v), (xm, bottom), false));
+                    }
                 }
-                None => labels.push(Text::new(
-                    "n/a".to_string(),
-                    ((x0 + x1) / 2.0, bars.base),
-                    value_style.clone(),
-                )),
+                None => labels.push(("n/a".to_string(), (xm, bars.base), true)),
             }
         }
         chart.draw_series(rects).map_err(err)?;
@@ -118,21 +157,41 @@ where
                 let x0 = i as f64 + 0.08 + k as f64 * slot;
                 let xm = x0 + slot * 0.45;
                 let cap = slot * 0.2;
-                let ink = BLACK.mix(0.7).stroke_width(1);
+                let ink = BLACK.stroke_width(1);
                 lines.push(PathElement::new([(xm, lo), (xm, hi)], ink));
                 lines.push(PathElement::new([(xm - cap, lo), (xm + cap, lo)], ink));
                 lines.push(PathElement::new([(xm - cap, hi), (xm + cap, hi)], ink));
             }
             chart.draw_series(lines).map_err(err)?;
         }
-        chart.draw_series(labels).map_err(err)?;
+        // Drawn in pixels, 3 px clear of the bar's end or whisker.
+        for (text, at, up) in labels {
+            let (px, py) = chart.backend_coord(&at);
+            let (py, style) = if up {
+                (py - 3, &above)
+            } else {
+                (py + 3, &below)
+            };
+            root.draw(&Text::new(text, (px, py), style.clone()))
+                .map_err(err)?;
+        }
+    }
+
+    // The reference line last, over the bars.
+    if let Some((r, _)) = bars.reference {
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, r), (n as f64, r)],
+                BLACK.stroke_width(2),
+            ))
+            .map_err(err)?;
     }
 
     // Workload names under each group.
     let name_style =
         TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     for (i, g) in bars.groups.iter().enumerate() {
-        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, bars.base));
+        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
         root.draw(&Text::new(g.to_string(), (px, py + 8), name_style.clone()))
             .map_err(err)?;
     }
@@ -147,23 +206,52 @@ fn trim_number(v: f64) -> String {
     s.to_string()
 }
 
-/// A one-row legend: a colour swatch and the lock's name, left to right.
+/// The legend: a colour swatch and the lock's name per series on the first row; on the
+/// second, what the reference line, the whiskers and "n/a" mean.
 fn legend<'a, DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     locks: impl Iterator<Item = &'a str>,
+    reference: Option<&str>,
+    whiskers: bool,
+    na: bool,
 ) -> Result<(), String> {
+    let font = ("sans-serif", 14).into_font();
     let mut x = 90;
     for lock in locks {
         let color = lock_color(lock);
-        area.draw(&Rectangle::new([(x, 10), (x + 14, 24)], color.filled()))
+        area.draw(&Rectangle::new([(x, 6), (x + 14, 20)], color.filled()))
             .map_err(err)?;
-        area.draw(&Text::new(
-            lock.to_string(),
-            (x + 20, 10),
-            ("sans-serif", 15).into_font(),
+        area.draw(&Text::new(lock.to_string(), (x + 20, 6), font.clone()))
+            .map_err(err)?;
+        x += 40 + 8 * lock.len() as i32;
+    }
+    if let Some(label) = reference {
+        area.draw(&PathElement::new(
+            [(x, 13), (x + 24, 13)],
+            BLACK.stroke_width(2),
         ))
         .map_err(err)?;
-        x += 40 + 9 * lock.len() as i32;
+        area.draw(&Text::new(label.to_string(), (x + 30, 6), font.clone()))
+            .map_err(err)?;
+    }
+    let mut x = 90;
+    let y = 34;
+    if whiskers {
+        let ink = BLACK.stroke_width(1);
+        area.draw(&PathElement::new([(x + 7, y), (x + 7, y + 14)], ink))
+            .map_err(err)?;
+        area.draw(&PathElement::new([(x + 3, y), (x + 11, y)], ink))
+            .map_err(err)?;
+        area.draw(&PathElement::new([(x + 3, y + 14), (x + 11, y + 14)], ink))
+            .map_err(err)?;
+        let text = "lowest to highest round (bars and numbers: the median)";
+        area.draw(&Text::new(text, (x + 20, y), font.clone()))
+            .map_err(err)?;
+        x += 40 + 7 * text.len() as i32;
+    }
+    if na {
+        area.draw(&Text::new(NA_NOTE, (x, y), font.clone()))
+            .map_err(err)?;
     }
     Ok(())
 }
@@ -194,9 +282,14 @@ fn pick(
         .and_then(f)
 }
 
-/// The main chart: throughput relative to tokio, per workload, per lock (log scale).
+/// The main chart: throughput relative to tokio's in the same workload, per workload, per
+/// lock, on a linear axis. tokio is the reference line at 1.0 rather than a bar; the other
+/// locks' bars grow from that line, up (faster than tokio) or down (slower). With
+/// `--repeat`, a whisker spans the lowest to the highest round's ratio.
 pub fn ratio_chart(path: &Path, results: &[CaseResult], subtitle: &str) -> Result<(), String> {
     let (groups, locks) = workloads_and_locks(results);
+    let tokio = LockKind::Tokio.name();
+    let locks: Vec<&str> = locks.into_iter().filter(|l| *l != tokio).collect();
     let series: Vec<(&str, Vec<Option<f64>>)> = locks
         .iter()
         .map(|l| {
@@ -217,43 +310,30 @@ pub fn ratio_chart(path: &Path, results: &[CaseResult], subtitle: &str) -> Resul
                         .iter()
                         .find(|r| r.workload == *w && r.lock == *l && r.status == Status::Ok)
                         .and_then(|r| r.spread?.ratio_to_tokio_range)
-                        .filter(|(lo, hi)| *lo > 0.0 && hi.is_finite())
+                        .filter(|(lo, hi)| *lo >= 0.0 && hi.is_finite())
                 })
                 .collect()
         })
         .collect();
-    let values = series
+    let hi = series
         .iter()
         .flat_map(|(_, v)| v.iter().flatten().copied())
-        .chain(
-            whiskers
-                .iter()
-                .flatten()
-                .flatten()
-                .flat_map(|&(lo, hi)| [lo, hi]),
-        );
-    let (lo, hi) = values.fold((1.0f64, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let base = (lo / 1.6).max(1e-3);
+        .chain(whiskers.iter().flatten().flatten().map(|&(_, hi)| hi))
+        .fold(1.0f64, f64::max);
     let title = format!("Throughput relative to tokio::sync::RwLock ({subtitle})");
     draw_bars(
         path,
         &Bars {
             title: &title,
-            y_desc: "ops/s ÷ tokio's ops/s (log scale)",
+            y_desc: "ops/s ÷ tokio's ops/s in the same workload",
             groups,
             series,
             whiskers,
-            base,
-            reference: Some(1.0),
-            label: |v| {
-                if v >= 10.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.1}")
-                }
-            },
+            base: 1.0,
+            reference: Some((1.0, "tokio = 1.0 (above: faster, below: slower)".into())),
+            y_max: hi * 1.08,
+            label: |v| format!("{v:.2}"),
         },
-        (base..hi * 1.8).log_scale(),
     )
 }
 
@@ -290,9 +370,9 @@ pub fn fairness_chart(path: &Path, results: &[CaseResult], subtitle: &str) -> Re
             whiskers: Vec::new(),
             base: 0.0,
             reference: None,
+            y_max: 1.1,
             label: |v| format!("{v:.2}"),
         },
-        0f64..1.15,
     )
 }
 

@@ -56,9 +56,12 @@
 //! kernel's fairness figure) and each class's share of the operations (`r/w %`); acquire
 //! wait p50/p99/max; `fairness` = per-task min ÷ mean (the lower of readers' and writers');
 //! ratio of throughput to tokio's in the same workload. Printed as a table on stdout,
-//! written as JSON (`results.json`) and SVG charts (`compare.svg`: ratio to tokio;
-//! `fairness.svg`) under `--out` (default `target/compare/`). `--sweep` runs async-rwsem
-//! alone over a grid of handoff timeouts and writer spin budgets and writes `sweep.json` and
+//! written as JSON (`results.json`), a Markdown report with every figure (`results.md`) and SVG
+//! charts (`compare.svg`: ratio to tokio; `fairness.svg`) under `--out` (default: `compare/`
+//! in the target folder, `$CARGO_TARGET_DIR/compare` when that is set; the absolute paths
+//! are printed). The stdout table keeps to 100 columns: throughput, ratio to tokio, the
+//! acquire wait p50/p99 of reads and of writes, the shares and the fairness. `--sweep` runs
+//! async-rwsem alone over a grid of handoff timeouts and writer spin budgets and writes `sweep.json` and
 //! `sweep.svg` (throughput against fairness).
 //!
 //! # Repeated runs
@@ -242,8 +245,9 @@ pub struct Cli {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
-    /// Folder for the JSON and the SVG charts.
-    #[arg(long, default_value = "target/compare")]
+    /// Folder for the JSON, the Markdown report and the SVG charts. Default: `compare/`
+    /// in the target folder (`$CARGO_TARGET_DIR` when set).
+    #[arg(long, value_name = "DIR", default_value_os_t = default_out_dir())]
     pub out: PathBuf,
 
     /// Check a results file for sanity (every workload and lock present, numbers positive,
@@ -324,6 +328,26 @@ impl Cli {
         l.dedup();
         l
     }
+}
+
+/// `--out`'s default: `$CARGO_TARGET_DIR/compare` when that is set, else `compare/` in the
+/// target folder this binary was built into (`<target>/release/compare` is the binary),
+/// else `target/compare`; absolute.
+pub fn default_out_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            Some(exe.parent()?.parent()?.to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from("target"));
+    absolute(&target.join("compare"))
+}
+
+/// `path` made absolute against the current folder (as given when that fails).
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// `available_parallelism`, or 1.
@@ -588,8 +612,8 @@ fn compare(cli: &Cli) -> Result<bool, String> {
     if timing.duration < Duration::from_secs(1) {
         println!(
             "note: windows under 1 s (--quick) check that the tool and the locks work; the \
-             per-task figures need the full run (in writers-240 one scheduling round of 240 \
-             tasks takes a sizeable part of a short window)."
+             per-task figures\nneed the full run (in writers-240 one scheduling round of \
+             240 tasks takes a sizeable part of\na short window)."
         );
     }
     let report = Report {
@@ -614,19 +638,22 @@ fn compare(cli: &Cli) -> Result<bool, String> {
         .or_else(|| cli.check.clone())
         .unwrap_or_else(|| cli.out.join("results.json"));
     write_json(&json, &report)?;
-    let (ratio, fair) = draw_charts(&report, &cli.out)?;
+    let (ratio, fair, md) = draw_charts(&report, &cli.out)?;
+    eprintln!("wrote {}", absolute(&json).display());
     eprintln!(
-        "wrote {}, {} and {}",
-        json.display(),
+        "  and {}, {}, {}",
+        md.display(),
         ratio.display(),
         fair.display()
     );
     Ok(!failed)
 }
 
-/// Draws `compare.svg` and `fairness.svg` for `report` into `out`.
-fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf), String> {
+/// Writes `results.md` (every figure) and draws `compare.svg` and `fairness.svg` for
+/// `report` into `out`; returns their absolute paths.
+fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf, PathBuf), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let out = &absolute(out);
     let cpu = report
         .machine
         .cpu
@@ -634,12 +661,9 @@ fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf), String
         .map(|c| format!(", {c}"))
         .unwrap_or_default();
     let rounds = if report.rounds.is_empty() {
-        String::new()
+        ", one run (--repeat N shows the spread)".to_string()
     } else {
-        format!(
-            ", medians of {} rounds, whiskers from the lowest to the highest round",
-            report.rounds.len()
-        )
+        format!(", medians of {} rounds", report.rounds.len())
     };
     let subtitle = format!(
         "{} threads on {} cores{cpu}, {:.1}s per case{rounds}",
@@ -649,7 +673,10 @@ fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf), String
     let fair = out.join("fairness.svg");
     chart::ratio_chart(&ratio, &report.results, &subtitle)?;
     chart::fairness_chart(&fair, &report.results, &subtitle)?;
-    Ok((ratio, fair))
+    let md = out.join("results.md");
+    std::fs::write(&md, report::markdown(report))
+        .map_err(|e| format!("cannot write {}: {e}", md.display()))?;
+    Ok((ratio, fair, md))
 }
 
 fn replot(path: &Path, out: &Path) -> Result<bool, String> {
@@ -668,8 +695,13 @@ fn replot(path: &Path, out: &Path) -> Result<bool, String> {
         }
     };
     println!("{}", report::table(&report.results));
-    let (ratio, fair) = draw_charts(&report, out)?;
-    eprintln!("wrote {} and {}", ratio.display(), fair.display());
+    let (ratio, fair, md) = draw_charts(&report, out)?;
+    eprintln!(
+        "wrote {}, {} and {}",
+        md.display(),
+        ratio.display(),
+        fair.display()
+    );
     Ok(true)
 }
 

@@ -352,26 +352,55 @@ fn class_cells(c: &Option<ClassStats>) -> (String, String) {
     }
 }
 
-/// The table printed on stdout. With `--repeat` results (they carry a `spread`), every
-/// figure is a median over the rounds, and two more columns give the spread (max ÷ min over
-/// the rounds) of the throughput and of the ratio to tokio.
+fn wait_cell(c: &Option<ClassStats>) -> String {
+    c.map_or_else(
+        || "-".into(),
+        |c| format!("{}/{}", ns(c.wait_ns.p50), ns(c.wait_ns.p99)),
+    )
+}
+
+fn share_cell(r: &CaseResult) -> String {
+    match (
+        r.reader.and_then(|c| c.share),
+        r.writer.and_then(|c| c.share),
+    ) {
+        (Some(rs), Some(ws)) => format!("{:.0}/{:.0}", rs * 100.0, ws * 100.0),
+        _ => "-".into(),
+    }
+}
+
+fn ratio_cell(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.2}"))
+}
+
+/// Why a case has no figures, in the table and the report.
+fn missing_cell(r: &CaseResult) -> Option<String> {
+    match r.status {
+        Status::Ok => None,
+        Status::NotApplicable => Some("n/a (a sync lock cannot be held across .await)".into()),
+        Status::Error => Some(format!("ERROR {}", r.error.as_deref().unwrap_or(""))),
+    }
+}
+
+/// The table printed on stdout, at most 100 columns wide: per case the throughput, its
+/// ratio to tokio's, the acquire wait (median and 99th percentile) of reads and of writes,
+/// the classes' shares of the operations and the fairness. With `--repeat` results (they
+/// carry a `spread`) every figure is a median over the rounds, and one more column gives
+/// the spread (max ÷ min over the rounds) of the ratio to tokio. Every other figure is in
+/// the JSON and in [`markdown`].
 pub fn table(results: &[CaseResult]) -> String {
     let repeated = results.iter().any(|r| r.spread.is_some());
     // (header, width, left-aligned, shown)
-    let cols: [(&str, usize, bool, bool); 13] = [
+    let cols: [(&str, usize, bool, bool); 9] = [
         ("workload", 18, true, true),
-        ("lock", 12, true, true),
-        ("ops/s", 8, false, true),
-        ("spread", 6, false, repeated),
+        ("lock", 11, true, true),
+        ("ops/s", 7, false, true),
         ("x tokio", 7, false, true),
         ("spread", 6, false, repeated),
-        ("reads/s", 8, false, true),
-        ("r/task min/mean/max", 17, false, true),
-        ("writes/s", 8, false, true),
-        ("w/task min/mean/max", 17, false, true),
-        ("r/w %", 7, false, true),
-        ("wait p50/p99/max", 22, false, true),
-        ("fair", 5, false, true),
+        ("read wait", 13, false, true),
+        ("write wait", 13, false, true),
+        ("r/w %", 5, false, true),
+        ("fair", 4, false, true),
     ];
     let line = |cells: &[String]| {
         let mut out = Vec::new();
@@ -395,71 +424,129 @@ pub fn table(results: &[CaseResult]) -> String {
             .unwrap_or(0);
         let _ = writeln!(
             s,
-            "medians of {rounds} rounds; spread = highest / lowest over the rounds \
-             (the ratio to tokio is taken within each round)"
+            "medians of {rounds} rounds; spread: highest / lowest ratio to tokio over the rounds"
         );
     }
     let header: Vec<String> = cols.iter().map(|c| c.0.to_string()).collect();
     let _ = writeln!(s, "{}", line(&header));
-    let ratio = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
     let mut last = String::new();
     for r in results {
         if r.workload != last && !last.is_empty() {
             s.push('\n');
         }
         last.clone_from(&r.workload);
-        match r.status {
-            Status::Ok => {
-                let (rops, rtask) = class_cells(&r.reader);
-                let (wops, wtask) = class_cells(&r.writer);
-                let wait = r
-                    .wait_ns
-                    .map(|w| format!("{}/{}/{}", ns(w.p50), ns(w.p99), ns(w.max)))
-                    .unwrap_or_default();
-                let share = match (
-                    r.reader.and_then(|c| c.share),
-                    r.writer.and_then(|c| c.share),
-                ) {
-                    (Some(rs), Some(ws)) => format!("{:.0}/{:.0}", rs * 100.0, ws * 100.0),
-                    _ => "-".into(),
-                };
-                let cells = [
-                    r.workload.clone(),
-                    r.lock.clone(),
-                    si(r.total_ops_per_s.unwrap_or(0.0)),
-                    ratio(r.spread.and_then(|sp| sp.total_ops_per_s)),
-                    r.ratio_to_tokio
-                        .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
-                    ratio(r.spread.and_then(|sp| sp.ratio_to_tokio)),
-                    rops,
-                    rtask,
-                    wops,
-                    wtask,
-                    share,
-                    wait,
-                    r.fairness.map_or_else(|| "-".into(), |f| format!("{f:.2}")),
-                ];
-                let _ = writeln!(s, "{}", line(&cells));
-            }
-            Status::NotApplicable => {
-                let _ = writeln!(
-                    s,
-                    "{:<18} {:<12} {:>8}   (a sync lock cannot be held across .await)",
-                    r.workload, r.lock, "n/a"
-                );
-            }
-            Status::Error => {
-                let _ = writeln!(
-                    s,
-                    "{:<18} {:<12} {:>8}   {}",
-                    r.workload,
-                    r.lock,
-                    "ERROR",
-                    r.error.as_deref().unwrap_or("")
-                );
-            }
+        if let Some(why) = missing_cell(r) {
+            let _ = writeln!(s, "{:<18} {:<11} {why}", r.workload, r.lock);
+            continue;
         }
+        let cells = [
+            r.workload.clone(),
+            r.lock.clone(),
+            si(r.total_ops_per_s.unwrap_or(0.0)),
+            r.ratio_to_tokio
+                .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
+            ratio_cell(r.spread.and_then(|sp| sp.ratio_to_tokio)),
+            wait_cell(&r.reader),
+            wait_cell(&r.writer),
+            share_cell(r),
+            r.fairness.map_or_else(|| "-".into(), |f| format!("{f:.2}")),
+        ];
+        let _ = writeln!(s, "{}", line(&cells));
     }
+    let _ = writeln!(
+        s,
+        "\nwait: the time from asking for the lock to holding it, p50/p99; r/w %: the \
+         classes' shares of\nthe operations; fair: per-task min / mean operations (the \
+         lower class); every figure: results.md"
+    );
+    s
+}
+
+/// The Markdown report (`results.md`): the run's machine and settings, then one row per
+/// case with every figure of the JSON's summary.
+pub fn markdown(report: &Report) -> String {
+    let m = &report.machine;
+    let c = &report.config;
+    let mut s = String::new();
+    let _ = writeln!(s, "# compare: results\n");
+    let _ = writeln!(
+        s,
+        "{} worker thread(s) on {} core(s) ({}, {}), commit {}; {:.2} s window and {:.2} s \
+         warm-up per case{}; async-rwsem policy `{}`.\n",
+        m.threads,
+        m.cores,
+        m.cpu.as_deref().unwrap_or("unknown CPU"),
+        m.os,
+        m.git_rev.as_deref().unwrap_or("unknown"),
+        c.duration_s,
+        c.warmup_s,
+        if c.repeat > 1 {
+            format!(
+                ", {} interleaved rounds: every figure is the median over the rounds, and \
+                 spread is the highest / lowest round",
+                c.repeat
+            )
+        } else {
+            String::new()
+        },
+        c.rwsem_policy
+    );
+    let _ = writeln!(
+        s,
+        "| workload | lock | ops/s | spread | x tokio | spread | reads/s | r/task min/mean/max \
+         | writes/s | w/task min/mean/max | r/w % | read wait p50/p99/max \
+         | write wait p50/p99/max | fairness |"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    let class_wait = |c: &Option<ClassStats>| {
+        c.map_or_else(
+            || "-".into(),
+            |c| {
+                format!(
+                    "{} / {} / {}",
+                    ns(c.wait_ns.p50),
+                    ns(c.wait_ns.p99),
+                    ns(c.wait_ns.max)
+                )
+            },
+        )
+    };
+    for r in &report.results {
+        if let Some(why) = missing_cell(r) {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {why} | | | | | | | | | | | |",
+                r.workload, r.lock
+            );
+            continue;
+        }
+        let (rops, rtask) = class_cells(&r.reader);
+        let (wops, wtask) = class_cells(&r.writer);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {rops} | {rtask} | {wops} | {wtask} | {} | {} | {} | {} |",
+            r.workload,
+            r.lock,
+            si(r.total_ops_per_s.unwrap_or(0.0)),
+            ratio_cell(r.spread.and_then(|sp| sp.total_ops_per_s)),
+            ratio_cell(r.ratio_to_tokio),
+            ratio_cell(r.spread.and_then(|sp| sp.ratio_to_tokio)),
+            share_cell(r),
+            class_wait(&r.reader),
+            class_wait(&r.writer),
+            r.fairness.map_or_else(|| "-".into(), |f| format!("{f:.2}")),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nwait: the time from asking for the lock to holding it; r/w %: each class's share \
+         of the operations; fairness: per-task min / mean operations (the lower of readers' \
+         and writers'); n/a: parking_lot is not run where the section awaits (a sync lock \
+         cannot be held across `.await`)."
+    );
     s
 }
 
@@ -764,5 +851,24 @@ mod tests {
         assert!(t.contains("50/50"));
         let single = table(&report(vec![full_round(1, 1.0)]).results);
         assert!(!single.contains("spread"));
+    }
+
+    #[test]
+    fn the_table_fits_100_columns_and_the_report_has_every_figure() {
+        let r = report(vec![full_round(1, 1.0), full_round(2, 2.0)]);
+        let t = table(&r.results);
+        for line in t.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}",
+                line.len()
+            );
+        }
+        assert!(t.contains("100ns/1us"), "{t}");
+        let md = markdown(&r);
+        assert!(md.contains("| 100ns / 1us / 10us |"), "{md}");
+        assert!(md.contains("n/a"));
+        let rows = md.lines().filter(|l| l.starts_with("| ")).count();
+        assert_eq!(rows, 1 + r.results.len());
     }
 }

@@ -26,8 +26,11 @@
 //! whole batch and writes it with one `write(2)` (plus one `fsync` under `--appendfsync
 //! always`), the others wait for that write. A batch that fails is cut back off the file (no
 //! partial record stays), every command in it and after it gets an error reply, and the log
-//! refuses writes until the server is restarted (memory holds changes the log does not). A
-//! failed everysec `fsync` refuses writes until a later one succeeds.
+//! refuses writes until the store has undone their changes in memory ([`Log::rolled_back`]);
+//! then, under `everysec` and `no`, until an fsync succeeds again, and under `always` until a
+//! restart. If cutting the batch back fails too, the replies say that the outcome is unknown
+//! and writes are refused until a restart. A failed everysec `fsync` refuses writes until a
+//! later one succeeds.
 //!
 //! # Rewriting (`SAVE`)
 //! See [`Log::begin_rewrite`]: while a snapshot is taken shard by shard, writes to shards already
@@ -491,15 +494,32 @@ struct Pending {
     rewrite_epoch: Option<u64>,
     /// Sequence number of the last record appended (records are numbered from 1).
     seq: u64,
-    /// A batch failed: every later write is refused until the server is restarted (memory
-    /// holds changes that the log does not).
+    /// Writes are refused until the server is restarted: a batch failed under `always`, or
+    /// cutting a failed batch back off the file failed too (what the file holds is unknown).
     broken: Option<String>,
+    /// A batch failed and the changes of its records (and of every record after it) are
+    /// still in memory: writes are refused until the store has undone them
+    /// ([`Log::rolled_back`]).
+    rollback_from: Option<u64>,
+    /// The records that failed, oldest first (at most [`MAX_FAILURES`] ranges).
+    failures: std::collections::VecDeque<Failure>,
     /// An fsync (of the log, or of the directory after a `SAVE`) failed: writes are refused
     /// until a retry succeeds, as Redis does.
     sync_error: Option<String>,
     /// The directory still needs an fsync to make the last `SAVE`'s renames durable.
     dir_unsynced: bool,
 }
+
+/// Records `from..=to` failed; `msg` is the error their commands get.
+#[derive(Debug, Clone)]
+struct Failure {
+    from: u64,
+    to: u64,
+    msg: String,
+}
+
+/// Failed ranges remembered (a waiter checks its record within moments of appending it).
+const MAX_FAILURES: usize = 10_000;
 
 /// The file side, held by the one task that writes a batch.
 struct Writer {
@@ -535,10 +555,15 @@ struct Inner {
     io_mode: LogIo,
     pending: std::sync::Mutex<Pending>,
     writer: Arc<tokio::sync::Mutex<Writer>>,
-    /// Last sequence number appended / written (under `always`: fsynced) / failed from.
+    /// Last sequence number appended / resolved (written, under `always` fsynced, or failed).
     appended: AtomicU64,
     durable: AtomicU64,
-    failed_from: AtomicU64,
+    /// The last sequence number of the latest failed range (0: none ever failed).
+    failed_to: AtomicU64,
+    /// Whether a rollback is pending (mirrors `Pending::rollback_from`, for a lock-free check).
+    rollback_pending: std::sync::atomic::AtomicBool,
+    /// Completed rollbacks: a read that ran across one may have seen undone writes.
+    rollbacks: AtomicU64,
     /// Woken after each batch (and whenever the writer is released).
     flushed: tokio::sync::Notify,
     next_epoch: AtomicU64,
@@ -572,6 +597,9 @@ pub struct Snapshot {
     file: tokio::fs::File,
     tmp: PathBuf,
     keys: u64,
+    /// [`Log::rollbacks`] when it began: a rollback meanwhile may have undone writes the
+    /// snapshot holds.
+    rollbacks: u64,
 }
 
 impl Snapshot {
@@ -587,8 +615,6 @@ impl Snapshot {
     }
 }
 
-const NONE: u64 = u64::MAX;
-
 impl Inner {
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
         // A panic while the lock is held cannot leave `Pending` half-updated in a way that
@@ -596,36 +622,60 @@ impl Inner {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `Some` once record `seq` is resolved: written, or failed (with its error).
     fn check(&self, seq: u64) -> Option<Result<(), Failed>> {
-        if seq <= self.durable.load(Ordering::Acquire) {
+        // `fail` publishes `failed_to` before `durable`: once `durable` covers `seq`, a
+        // failure that covers it is visible too. A failure sets `durable` to its last record,
+        // so an unresolved record cannot have failed yet.
+        if seq > self.durable.load(Ordering::Acquire) {
+            return None;
+        }
+        if seq > self.failed_to.load(Ordering::Acquire) {
             return Some(Ok(()));
         }
-        let from = self.failed_from.load(Ordering::Acquire);
-        if from != NONE && seq >= from {
-            let msg = self
-                .lock_pending()
-                .broken
-                .clone()
-                .unwrap_or_else(|| "append-only log write failed".into());
-            return Some(Err(Failed {
-                from,
-                msg: format!("IOERR {msg}; the write was not logged and the server refuses writes until it is restarted"),
-            }));
+        let p = self.lock_pending();
+        match p
+            .failures
+            .iter()
+            .rev()
+            .find(|f| f.from <= seq && seq <= f.to)
+        {
+            Some(f) => Some(Err(Failed {
+                from: f.from,
+                msg: f.msg.clone(),
+            })),
+            None => Some(Ok(())),
         }
-        None
     }
 
-    /// Marks everything after the last durable record as failed and refuses further writes.
-    fn fail(&self, p: &mut Pending, msg: String) {
-        if p.broken.is_none() {
-            p.broken = Some(msg);
-        }
+    /// Fails everything after the last written record (the batch being written and the
+    /// records appended since) and refuses writes until the store has undone their changes.
+    /// `unknown`: the batch could not be cut back off the file, so it may be in the log.
+    fn fail(&self, p: &mut Pending, msg: String, unknown: bool) {
         p.buf.clear();
         p.rewrite.clear();
         let from = self.durable.load(Ordering::Acquire) + 1;
-        let _ = self
-            .failed_from
-            .compare_exchange(NONE, from, Ordering::AcqRel, Ordering::Acquire);
+        let to = p.seq;
+        let reply = if unknown {
+            format!("IOERR {msg}; the outcome of this write is unknown: it may be in the log and be back after a restart (writes are refused until the server is restarted)")
+        } else {
+            format!("IOERR {msg}; the write was not logged and its change was undone")
+        };
+        if unknown || self.fsync == Fsync::Always {
+            p.broken.get_or_insert(msg);
+        }
+        if p.failures.len() >= MAX_FAILURES {
+            p.failures.pop_front();
+        }
+        p.failures.push_back(Failure {
+            from,
+            to,
+            msg: reply,
+        });
+        p.rollback_from.get_or_insert(from);
+        self.rollback_pending.store(true, Ordering::Release);
+        self.failed_to.store(to, Ordering::Release);
+        self.durable.store(to, Ordering::Release);
     }
 
     /// Writes the current batch (one `write(2)`, plus one `fsync` under `always`). Called with
@@ -633,7 +683,7 @@ impl Inner {
     fn write_batch(&self, w: &mut Writer) {
         let (mut buf, rewrite, upto) = {
             let mut p = self.lock_pending();
-            if p.broken.is_some() {
+            if p.broken.is_some() || p.rollback_from.is_some() {
                 p.buf.clear();
                 p.rewrite.clear();
                 return;
@@ -663,12 +713,15 @@ impl Inner {
             // No partial batch stays behind: cut the file back to where the batch began.
             // (After a failed fsync the pages may or may not reach the disk; cutting them
             // off means a restart never shows a write whose client got an error.)
-            let msg = match w.file.set_len(old_len).and_then(|_| w.file.sync_data()) {
-                Ok(()) => msg,
-                Err(e2) => format!("{msg}; cutting the batch back off the file failed too: {e2}"),
+            let (msg, unknown) = match w.file.set_len(old_len).and_then(|_| w.file.sync_data()) {
+                Ok(()) => (msg, false),
+                Err(e2) => (
+                    format!("{msg}; cutting the batch back off the file failed too: {e2}"),
+                    true,
+                ),
             };
             let mut p = self.lock_pending();
-            self.fail(&mut p, msg);
+            self.fail(&mut p, msg, unknown);
             return;
         }
         w.len += buf.len() as u64;
@@ -749,6 +802,8 @@ impl Log {
                     rewrite_epoch: None,
                     seq: 0,
                     broken: None,
+                    rollback_from: None,
+                    failures: std::collections::VecDeque::new(),
                     sync_error: None,
                     dir_unsynced: false,
                 }),
@@ -761,7 +816,9 @@ impl Log {
                 })),
                 appended: AtomicU64::new(0),
                 durable: AtomicU64::new(0),
-                failed_from: AtomicU64::new(NONE),
+                failed_to: AtomicU64::new(0),
+                rollback_pending: std::sync::atomic::AtomicBool::new(false),
+                rollbacks: AtomicU64::new(0),
                 flushed: tokio::sync::Notify::new(),
                 next_epoch: AtomicU64::new(base + 1),
                 stats: LogStats::default(),
@@ -795,6 +852,11 @@ impl Log {
                 "MISCONF the append-only log failed ({e}); writes are refused until the server is restarted"
             ));
         }
+        if p.rollback_from.is_some() {
+            return Err(
+                "MISCONF the append-only log failed; writes are refused while the writes it refused are undone".into(),
+            );
+        }
         if let Some(e) = &p.sync_error {
             return Err(format!(
                 "MISCONF Errors writing to the AOF file: {e}; writes are refused until an fsync succeeds"
@@ -820,6 +882,71 @@ impl Log {
     /// The sequence number of the last record appended so far.
     pub fn last_seq(&self) -> u64 {
         self.inner.appended.load(Ordering::Acquire)
+    }
+
+    /// Whether writes are accepted now (`INFO persistence`: `aof_last_write_status`).
+    pub fn writes_accepted(&self) -> bool {
+        let p = self.inner.lock_pending();
+        p.broken.is_none() && p.rollback_from.is_none() && p.sync_error.is_none()
+    }
+
+    /// Whether record `seq` (already waited for with [`Log::wait`]) failed, and its error.
+    pub fn failure(&self, seq: u64) -> Option<String> {
+        match self.inner.check(seq) {
+            Some(Err(f)) => Some(f.msg),
+            _ => None,
+        }
+    }
+
+    /// Completed rollbacks so far: a read that ran while this changed may have seen a write
+    /// that was undone.
+    pub fn rollbacks(&self) -> u64 {
+        self.inner.rollbacks.load(Ordering::Acquire)
+    }
+
+    /// `Some(from)` while the changes of the failed records `from..` are still in memory.
+    pub fn rollback_from(&self) -> Option<u64> {
+        if !self.inner.rollback_pending.load(Ordering::Acquire) {
+            return None;
+        }
+        self.inner.lock_pending().rollback_from
+    }
+
+    /// Undo information of records up to this one may be dropped: they are in the log.
+    pub fn undo_horizon(&self) -> u64 {
+        let p = self.inner.lock_pending();
+        match p.rollback_from {
+            Some(from) => from - 1,
+            None => self.inner.durable.load(Ordering::Acquire),
+        }
+    }
+
+    /// Called by the store once it has undone the changes of every failed record (holding
+    /// every shard's write lock): writes are accepted again after the next successful fsync
+    /// (under `everysec` and `no`; the once-a-second task retries it), or never again before
+    /// a restart (under `always`, or when the failed batch could not be cut back off the file).
+    pub fn rolled_back(&self) {
+        let inner = &self.inner;
+        let mut p = inner.lock_pending();
+        if p.rollback_from.take().is_none() {
+            return;
+        }
+        inner.rollback_pending.store(false, Ordering::Release);
+        // A marker record, written by nobody: a read that starts from here on cannot have
+        // seen an undone write, and waits on a sequence number that did not fail.
+        p.seq += 1;
+        inner.appended.store(p.seq, Ordering::Release);
+        inner.durable.store(p.seq, Ordering::Release);
+        inner.rollbacks.fetch_add(1, Ordering::AcqRel);
+        if p.broken.is_none() {
+            let msg = p
+                .failures
+                .back()
+                .map_or_else(String::new, |f| f.msg.clone());
+            p.sync_error.get_or_insert(format!(
+                "the last batch failed ({msg}); writes resume once an fsync of the log succeeds"
+            ));
+        }
     }
 
     /// Waits until record `seq` (and every one before it) is in the file (under `always`: on
@@ -940,8 +1067,16 @@ impl Log {
         if held.rewrite.is_some() {
             return Err("ERR a SAVE is already in progress".into());
         }
-        if let Some(e) = &inner.lock_pending().broken {
-            return Err(format!("MISCONF the append-only log failed ({e})"));
+        {
+            let p = inner.lock_pending();
+            if let Some(e) = &p.broken {
+                return Err(format!("MISCONF the append-only log failed ({e})"));
+            }
+            if p.rollback_from.is_some() {
+                return Err(
+                    "MISCONF the append-only log failed; its failed writes are being undone".into(),
+                );
+            }
         }
         let epoch = inner.next_epoch.fetch_add(1, Ordering::Relaxed);
         let tmp_log = inner.dir.join(format!("{AOF_NAME}.tmp"));
@@ -969,6 +1104,7 @@ impl Log {
             file: snap,
             tmp: tmp_snap,
             keys: 0,
+            rollbacks: self.rollbacks(),
         })
     }
 
@@ -997,6 +1133,12 @@ impl Log {
         if let Err(f) = self.wait(self.last_seq()).await {
             self.abort_rewrite(&snap).await;
             return Err(f.msg);
+        }
+        if self.rollbacks() != snap.rollbacks {
+            self.abort_rewrite(&snap).await;
+            return Err(
+                "ERR SAVE aborted: a log failure undid writes while the snapshot was taken".into(),
+            );
         }
         let inner = self.inner.clone();
         let held = Held {

@@ -4,11 +4,18 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
+use std::sync::Arc;
+
 use crate::glob;
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
-use crate::server::{fsync_name, Shared};
-use crate::store::{now_ms, ExpireCond, Expiry, SetOpts, Shard};
+use crate::server::{fsync_name, ClientInfo, Shared};
+use crate::store::{now_ms, Change, Entry, ExpireCond, Expiry, SetOpts, Shard};
+
+/// The `seq` a command leaves when its reply shows data but it logged nothing (a read, or a
+/// write that changed nothing): the connection must not send it if a log failure may have
+/// undone what it saw.
+pub const READ: u64 = u64::MAX;
 
 /// Whether the connection goes on after this command.
 #[derive(Debug, PartialEq, Eq)]
@@ -106,46 +113,27 @@ fn arity_ok(args: &Args, arity: isize) -> bool {
 /// number of its log record: the connection must not send the reply before [`crate::aof::Log::wait`]
 /// says that record is written (and must replace the reply by an error if it failed).
 pub async fn execute<L: ShardLock<Shard>>(
-    shared: &Shared<L>,
+    shared: &Arc<Shared<L>>,
+    client: &ClientInfo,
     args: Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) -> Flow {
     let (name, len) = upper(&args[0]);
     let name = &name[..len];
-    let arity: isize = match name {
-        b"PING" => -1,
-        b"ECHO" => 2,
-        b"GET" => 2,
-        b"SET" => -3,
-        b"DEL" => -2,
-        b"EXISTS" => -2,
-        b"INCR" | b"DECR" => 2,
-        b"INCRBY" | b"DECRBY" => 3,
-        b"MGET" => -2,
-        b"MSET" => -3,
-        b"DBSIZE" => 1,
-        b"KEYS" => 2,
-        b"SCAN" => -2,
-        b"FLUSHALL" | b"FLUSHDB" => -1,
-        b"SAVE" => 1,
-        b"INFO" => -1,
-        b"CONFIG" => -2,
-        b"QUIT" => -1,
-        b"TTL" | b"PTTL" => 2,
-        b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => -3,
-        b"PERSIST" => 2,
-        b"SELECT" => 2,
-        b"CLIENT" => -2,
-        b"COMMAND" => -1,
-        _ => {
-            unknown(out, &args);
-            return Flow::Continue;
-        }
+    let Some(spec) = spec(name) else {
+        unknown(out, &args);
+        return Flow::Continue;
     };
-    if !arity_ok(&args, arity) {
+    if !arity_ok(&args, spec.arity) {
         wrong_args(out, &args[0]);
         return Flow::Continue;
+    }
+    if spec.data {
+        *seq = READ;
+    }
+    if let Some(flow) = execute_more(shared, client, name, &args, out, seq).await {
+        return flow;
     }
     let store = &shared.store;
     match name {
@@ -200,7 +188,7 @@ pub async fn execute<L: ShardLock<Shard>>(
             } else {
                 let mut args = args;
                 args.remove(0);
-                reply_ok(out, store.mset(args, seq).await);
+                reply_ok(out, store.mset(args, false, seq).await.map(|_| ()));
             }
         }
         b"DBSIZE" => resp::integer(out, store.dbsize().await as i64),
@@ -254,18 +242,7 @@ pub async fn execute<L: ShardLock<Shard>>(
             Some(_) => resp::error(out, "ERR DB index is out of range"),
             None => resp::error(out, NOT_INT),
         },
-        b"CLIENT" => {
-            let sub = args[1].to_ascii_uppercase();
-            match &sub[..] {
-                b"SETINFO" | b"SETNAME" if args.len() >= 3 => resp::ok(out),
-                b"GETNAME" => resp::null(out),
-                b"ID" => resp::integer(out, 1),
-                _ => resp::error(out, "ERR unknown CLIENT subcommand"),
-            }
-        }
-        // redis-cli asks for command docs at start; an empty table is a valid answer.
-        b"COMMAND" => resp::array_header(out, 0),
-        _ => unreachable!("every name in the arity table is handled"),
+        _ => unknown(out, &args),
     }
     Flow::Continue
 }
@@ -564,12 +541,13 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
     if want("stats") {
         let _ = write!(
             s,
-            "# Stats\r\ntotal_connections_received:{}\r\nrejected_connections:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nprotocol_errors:{}\r\nexpired_keys:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\nrejected_connections:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nprotocol_errors:{}\r\nexpired_keys:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             st.total_connections.load(Ordering::Relaxed),
             st.rejected_connections.load(Ordering::Relaxed),
             st.commands.load(Ordering::Relaxed),
             st.protocol_errors.load(Ordering::Relaxed),
             shared.store.expired_keys(),
+            st.output_limit_disconnections.load(Ordering::Relaxed),
         );
     }
     if want("persistence") {
@@ -578,6 +556,16 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
             Some(log) => {
                 let (size, base) = log.size_and_base().await;
                 let ls = log.stats();
+                let sv = &shared.store.saves;
+                let _ = write!(
+                    s,
+                    "rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_last_write_status:{}\r\naof_rollbacks:{}\r\n",
+                    sv.bgsave_in_progress.load(Ordering::Acquire) as u8,
+                    sv.last_save.load(Ordering::Relaxed),
+                    if sv.last_bgsave_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
+                    if log.writes_accepted() { "ok" } else { "err" },
+                    log.rollbacks(),
+                );
                 let _ = write!(
                     s,
                     "aof_enabled:1\r\naof_fsync:{}\r\naof_current_size:{size}\r\naof_base_snapshot:{base}\r\naof_records_written:{}\r\naof_bytes_written:{}\r\naof_batches_written:{}\r\naof_fsyncs:{}\r\naof_rewrites:{}\r\naof_write_errors:{}\r\naof_fsync_errors:{}\r\n\r\n",
@@ -616,4 +604,703 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
         s.push_str("\r\n");
     }
     s
+}
+
+// ---- the command table ------------------------------------------------------------------
+
+/// One command as `COMMAND` describes it (Redis' fields) and as the dispatcher checks it.
+pub struct Spec {
+    pub name: &'static str,
+    /// Exact if positive, a minimum if negative (Redis' convention).
+    pub arity: isize,
+    pub flags: &'static [&'static str],
+    pub first_key: i64,
+    pub last_key: i64,
+    pub step: i64,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+    pub complexity: &'static str,
+    /// Whether its reply shows stored data (see [`READ`]).
+    pub data: bool,
+}
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, [$($flag:literal),*], $first:expr, $last:expr, $step:expr, $group:literal, $since:literal, $cx:literal, $data:expr, $summary:literal) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: &[$($flag),*],
+            first_key: $first,
+            last_key: $last,
+            step: $step,
+            group: $group,
+            summary: $summary,
+            since: $since,
+            complexity: $cx,
+            data: $data,
+        }
+    };
+}
+
+/// Every command this server knows, as `COMMAND` lists them.
+pub const COMMANDS: &[Spec] = &[
+    spec!("append", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Append a value to a key"),
+    spec!("bgsave", -1, ["admin", "noscript", "no_async_loading"], 0, 0, 0, "server", "1.0.0", "O(N)", false, "Asynchronously save the dataset to disk"),
+    spec!("client", -2, [], 0, 0, 0, "connection", "2.4.0", "Depends on subcommand.", false, "A container for client connection commands"),
+    spec!("command", -1, ["loading", "stale"], 0, 0, 0, "server", "2.8.13", "O(N) where N is the total number of Redis commands", false, "Get array of Redis command details"),
+    spec!("config", -2, [], 0, 0, 0, "server", "2.0.0", "Depends on subcommand.", false, "A container for server configuration commands"),
+    spec!("dbsize", 1, ["readonly", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", true, "Return the number of keys in the selected database"),
+    spec!("decr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by one"),
+    spec!("decrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by the given number"),
+    spec!("del", -2, ["write"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys that will be removed.", true, "Delete a key"),
+    spec!("echo", 2, ["fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Echo the given string"),
+    spec!("exists", -2, ["readonly", "fast"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys to check.", true, "Determine if a key exists"),
+    spec!("expire", -3, ["write", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Set a key's time to live in seconds"),
+    spec!("expireat", -3, ["write", "fast"], 1, 1, 1, "generic", "1.2.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp"),
+    spec!("flushall", -1, ["write"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", true, "Remove all keys from all databases"),
+    spec!("flushdb", -1, ["write"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the number of keys in the selected database", true, "Remove all keys from the current database"),
+    spec!("get", 2, ["readonly", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Get the value of a key"),
+    spec!("getdel", 2, ["write", "fast"], 1, 1, 1, "string", "6.2.0", "O(1)", true, "Get the value of a key and delete the key"),
+    spec!("getex", -2, ["write", "fast"], 1, 1, 1, "string", "6.2.0", "O(1)", true, "Get the value of a key and optionally set its expiration"),
+    spec!("getrange", 4, ["readonly"], 1, 1, 1, "string", "2.4.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
+    spec!("getset", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key and return its old value"),
+    spec!("incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by one"),
+    spec!("incrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by the given amount"),
+    spec!("incrbyfloat", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Increment the float value of a key by the given amount"),
+    spec!("info", -1, ["loading", "stale"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get information and statistics about the server"),
+    spec!("keys", 2, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(N) with N being the number of keys in the database", true, "Find all keys matching the given pattern"),
+    spec!("lastsave", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get the UNIX time stamp of the last successful save to disk"),
+    spec!("mget", -2, ["readonly", "fast"], 1, -1, 1, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", true, "Get the values of all the given keys"),
+    spec!("mset", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values"),
+    spec!("msetnx", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values, only if none of the keys exist"),
+    spec!("persist", 2, ["write", "fast"], 1, 1, 1, "generic", "2.2.0", "O(1)", true, "Remove the expiration from a key"),
+    spec!("pexpire", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set a key's time to live in milliseconds"),
+    spec!("pexpireat", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp specified in milliseconds"),
+    spec!("ping", -1, ["fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Ping the server"),
+    spec!("psetex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Set the value and expiration in milliseconds of a key"),
+    spec!("pttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Get the time to live for a key in milliseconds"),
+    spec!("quit", -1, ["allow_busy", "noscript", "loading", "stale", "fast", "no_auth"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Close the connection"),
+    spec!("randomkey", 1, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(1)", true, "Return a random key from the keyspace"),
+    spec!("rename", 3, ["write"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key"),
+    spec!("renamenx", 3, ["write", "fast"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key, only if the new key does not exist"),
+    spec!("save", 1, ["admin", "noscript", "no_async_loading", "no_multi"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", false, "Synchronously save the dataset to disk"),
+    spec!("scan", -2, ["readonly"], 0, 0, 0, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate the keys space"),
+    spec!("select", 2, ["loading", "stale", "fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Change the selected database for the current connection"),
+    spec!("set", -3, ["write", "denyoom"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key"),
+    spec!("setex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Set the value and expiration of a key"),
+    spec!("setnx", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the value of a key, only if the key does not exist"),
+    spec!("setrange", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.2.0", "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.", true, "Overwrite part of a string at key starting at the specified offset"),
+    spec!("shutdown", -1, ["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"], 0, 0, 0, "server", "1.0.0", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)", false, "Synchronously save the dataset to disk and then shut down the server"),
+    spec!("strlen", 2, ["readonly", "fast"], 1, 1, 1, "string", "2.2.0", "O(1)", true, "Get the length of the value stored in a key"),
+    spec!("time", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "2.6.0", "O(1)", false, "Return the current server time"),
+    spec!("touch", -2, ["readonly", "fast"], 1, -1, 1, "generic", "3.2.1", "O(N) where N is the number of keys that will be touched.", true, "Alters the last access time of a key(s). Returns the number of existing keys specified."),
+    spec!("ttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Get the time to live for a key in seconds"),
+    spec!("type", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Determine the type stored at key"),
+    spec!("unlink", -2, ["write", "fast"], 1, -1, 1, "generic", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.", true, "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
+];
+
+/// The table entry of an upper-cased command name.
+fn spec(upper_name: &[u8]) -> Option<&'static Spec> {
+    COMMANDS
+        .iter()
+        .find(|s| s.name.as_bytes().eq_ignore_ascii_case(upper_name))
+}
+
+fn reply_spec(out: &mut Vec<u8>, s: &Spec) {
+    resp::array_header(out, 10);
+    resp::bulk(out, s.name.as_bytes());
+    resp::integer(out, s.arity as i64);
+    resp::array_header(out, s.flags.len());
+    for f in s.flags {
+        resp::simple(out, f);
+    }
+    resp::integer(out, s.first_key);
+    resp::integer(out, s.last_key);
+    resp::integer(out, s.step);
+    let cat = format!("@{}", s.group);
+    resp::array_header(out, 1);
+    resp::simple(out, &cat);
+    resp::array_header(out, 0); // tips
+    resp::array_header(out, 0); // key specs
+    resp::array_header(out, 0); // subcommands
+}
+
+fn reply_docs(out: &mut Vec<u8>, s: &Spec) {
+    resp::bulk(out, s.name.as_bytes());
+    resp::array_header(out, 8);
+    for (k, v) in [
+        ("summary", s.summary),
+        ("since", s.since),
+        ("group", s.group),
+        ("complexity", s.complexity),
+    ] {
+        resp::bulk(out, k.as_bytes());
+        resp::bulk(out, v.as_bytes());
+    }
+}
+
+fn unknown_subcommand(out: &mut Vec<u8>, args: &Args) {
+    resp::error(
+        out,
+        &format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(&args[1][..args[1].len().min(128)]),
+            String::from_utf8_lossy(&args[0]).to_uppercase()
+        ),
+    );
+}
+
+fn wrong_sub_args(out: &mut Vec<u8>, args: &Args) {
+    resp::error(
+        out,
+        &format!(
+            "ERR wrong number of arguments for '{}|{}' command",
+            String::from_utf8_lossy(&args[0]).to_lowercase(),
+            String::from_utf8_lossy(&args[1]).to_lowercase()
+        ),
+    );
+}
+
+/// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS`.
+fn command(args: &Args, out: &mut Vec<u8>) {
+    if args.len() == 1 {
+        resp::array_header(out, COMMANDS.len());
+        for s in COMMANDS {
+            reply_spec(out, s);
+        }
+        return;
+    }
+    let sub = args[1].to_ascii_uppercase();
+    match &sub[..] {
+        b"COUNT" if args.len() == 2 => resp::integer(out, COMMANDS.len() as i64),
+        b"LIST" if args.len() == 2 => {
+            resp::array_header(out, COMMANDS.len());
+            for s in COMMANDS {
+                resp::bulk(out, s.name.as_bytes());
+            }
+        }
+        b"INFO" => {
+            if args.len() == 2 {
+                return command(&vec![args[0].clone()], out);
+            }
+            resp::array_header(out, args.len() - 2);
+            for a in &args[2..] {
+                match spec(&a.to_ascii_uppercase()) {
+                    Some(s) => reply_spec(out, s),
+                    None => resp::null(out),
+                }
+            }
+        }
+        b"DOCS" => {
+            let found: Vec<&Spec> = if args.len() == 2 {
+                COMMANDS.iter().collect()
+            } else {
+                args[2..]
+                    .iter()
+                    .filter_map(|a| spec(&a.to_ascii_uppercase()))
+                    .collect()
+            };
+            resp::array_header(out, 2 * found.len());
+            for s in found {
+                reply_docs(out, s);
+            }
+        }
+        b"COUNT" | b"LIST" => wrong_sub_args(out, args),
+        _ => unknown_subcommand(out, args),
+    }
+}
+
+/// `CLIENT ID|GETNAME|SETNAME|LIST|INFO|SETINFO`.
+fn client_cmd<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    client: &ClientInfo,
+    args: &Args,
+    out: &mut Vec<u8>,
+) {
+    let sub = args[1].to_ascii_uppercase();
+    let n = args.len();
+    match &sub[..] {
+        b"ID" if n == 2 => resp::integer(out, client.id as i64),
+        b"GETNAME" if n == 2 => {
+            let name = client.name();
+            if name.is_empty() {
+                resp::null(out)
+            } else {
+                resp::bulk(out, &name)
+            }
+        }
+        b"SETNAME" if n == 3 => {
+            if args[2].iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                return resp::error(
+                    out,
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            client.set_name(&args[2]);
+            resp::ok(out)
+        }
+        b"SETINFO" if n == 4 => resp::ok(out),
+        b"LIST" => {
+            let mut i = 2;
+            let mut only: Option<Vec<u64>> = None;
+            while i < n {
+                let opt = args[i].to_ascii_uppercase();
+                match &opt[..] {
+                    b"TYPE" if i + 1 < n => {
+                        let t = args[i + 1].to_ascii_lowercase();
+                        if !matches!(&t[..], b"normal" | b"master" | b"replica" | b"pubsub") {
+                            return resp::error(
+                                out,
+                                &format!(
+                                    "ERR Unknown client type '{}'",
+                                    String::from_utf8_lossy(&args[i + 1])
+                                ),
+                            );
+                        }
+                        if t != b"normal" {
+                            only = Some(Vec::new());
+                        }
+                        i += 2;
+                    }
+                    b"ID" if i + 1 < n => {
+                        let mut ids = Vec::new();
+                        for a in &args[i + 1..] {
+                            match parse_int(a) {
+                                Some(v) if v > 0 => ids.push(v as u64),
+                                _ => return resp::error(out, "ERR Invalid client ID"),
+                            }
+                        }
+                        only = Some(ids);
+                        i = n;
+                    }
+                    _ => return resp::error(out, SYNTAX),
+                }
+            }
+            let mut text = String::new();
+            for c in shared.clients() {
+                if only.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
+                    text.push_str(&c.describe(shared.started));
+                    text.push('\n');
+                }
+            }
+            resp::bulk(out, text.as_bytes());
+        }
+        b"INFO" if n == 2 => {
+            let mut text = client.describe(shared.started);
+            text.push('\n');
+            resp::bulk(out, text.as_bytes());
+        }
+        b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => wrong_sub_args(out, args),
+        _ => unknown_subcommand(out, args),
+    }
+}
+
+/// The commands added for issue 20 (and `CLIENT`, `COMMAND`); `None`: not one of them.
+async fn execute_more<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    client: &ClientInfo,
+    name: &[u8],
+    args: &Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) -> Option<Flow> {
+    let store = &shared.store;
+    let max_len = shared.config.limits.max_bulk_len as u64;
+    const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+    match name {
+        b"CLIENT" => client_cmd(shared, client, args, out),
+        b"COMMAND" => command(args, out),
+        b"TYPE" => {
+            let t = store
+                .get(&args[1], |v| if v.is_some() { "string" } else { "none" })
+                .await;
+            resp::simple(out, t)
+        }
+        b"STRLEN" => {
+            let n = store.get(&args[1], |v| v.map_or(0, |v| v.len())).await;
+            resp::integer(out, n as i64)
+        }
+        b"GETRANGE" => {
+            let (Some(start), Some(end)) = (parse_int(&args[2]), parse_int(&args[3])) else {
+                resp::error(out, NOT_INT);
+                return Some(Flow::Continue);
+            };
+            store
+                .get(&args[1], |v| {
+                    let v = v.unwrap_or(b"");
+                    resp::bulk(out, getrange(v, start, end))
+                })
+                .await
+        }
+        b"TOUCH" => resp::integer(out, store.exists(&args[1..]).await),
+        b"UNLINK" => reply_int(out, store.del(&args[1..], seq).await),
+        b"RANDOMKEY" => resp::opt_bulk(out, store.random_key().await.as_deref()),
+        b"TIME" => {
+            let d = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            resp::array_header(out, 2);
+            resp::bulk(out, d.as_secs().to_string().as_bytes());
+            resp::bulk(out, d.subsec_micros().to_string().as_bytes());
+        }
+        b"LASTSAVE" => resp::integer(out, store.saves.last_save.load(Ordering::Relaxed) as i64),
+        b"BGSAVE" => bgsave(shared, args, out),
+        b"SHUTDOWN" => return Some(shutdown(shared, args, out).await),
+        b"APPEND" => {
+            let add = &args[2];
+            let r = store
+                .update(&args[1], seq, |e, _| match e {
+                    None => Ok((
+                        Change::Put(Entry {
+                            value: add.clone(),
+                            expire_at: 0,
+                        }),
+                        add.len() as i64,
+                    )),
+                    Some(e) => {
+                        if e.value.len() as u64 + add.len() as u64 > max_len {
+                            return Err(TOO_BIG.into());
+                        }
+                        let mut value = Vec::with_capacity(e.value.len() + add.len());
+                        value.extend_from_slice(&e.value);
+                        value.extend_from_slice(add);
+                        let n = value.len() as i64;
+                        Ok((
+                            Change::Put(Entry {
+                                value,
+                                expire_at: e.expire_at,
+                            }),
+                            n,
+                        ))
+                    }
+                })
+                .await;
+            reply_int(out, r)
+        }
+        b"SETRANGE" => {
+            let Some(offset) = parse_int(&args[2]) else {
+                resp::error(out, NOT_INT);
+                return Some(Flow::Continue);
+            };
+            if offset < 0 {
+                resp::error(out, "ERR offset is out of range");
+                return Some(Flow::Continue);
+            }
+            let part = &args[3];
+            let r = store
+                .update(&args[1], seq, |e, _| {
+                    let old_len = e.map_or(0, |e| e.value.len());
+                    if part.is_empty() {
+                        return Ok((Change::Keep, old_len as i64));
+                    }
+                    let end = (offset as u64).checked_add(part.len() as u64);
+                    let end = match end {
+                        Some(end) if end <= max_len => end as usize,
+                        _ => return Err(TOO_BIG.into()),
+                    };
+                    let mut value = e.map_or_else(Vec::new, |e| e.value.clone());
+                    if value.len() < end {
+                        value.resize(end, 0);
+                    }
+                    value[offset as usize..end].copy_from_slice(part);
+                    let n = value.len() as i64;
+                    Ok((
+                        Change::Put(Entry {
+                            value,
+                            expire_at: e.map_or(0, |e| e.expire_at),
+                        }),
+                        n,
+                    ))
+                })
+                .await;
+            reply_int(out, r)
+        }
+        b"SETNX" => {
+            let opts = SetOpts {
+                expiry: Expiry::None,
+                nx: true,
+                xx: false,
+                get: false,
+            };
+            let r = store.set(&args[1], args[2].clone(), opts, seq).await;
+            reply_int(out, r.map(|r| r.stored as i64))
+        }
+        b"SETEX" | b"PSETEX" => {
+            let lname = String::from_utf8_lossy(name).to_lowercase();
+            let Some(n) = parse_int(&args[2]) else {
+                resp::error(out, NOT_INT);
+                return Some(Flow::Continue);
+            };
+            let at = expire_at(n, name == b"SETEX", true, now_ms());
+            let Some(at) = at else {
+                resp::error(
+                    out,
+                    &format!("ERR invalid expire time in '{lname}' command"),
+                );
+                return Some(Flow::Continue);
+            };
+            let opts = SetOpts {
+                expiry: Expiry::At(at),
+                nx: false,
+                xx: false,
+                get: false,
+            };
+            let r = store.set(&args[1], args[3].clone(), opts, seq).await;
+            reply_ok(out, r.map(|_| ()))
+        }
+        b"GETSET" => {
+            let opts = SetOpts {
+                expiry: Expiry::None,
+                nx: false,
+                xx: false,
+                get: true,
+            };
+            match store.set(&args[1], args[2].clone(), opts, seq).await {
+                Ok(r) => resp::opt_bulk(out, r.old.as_deref()),
+                Err(e) => resp::error(out, &e),
+            }
+        }
+        b"GETDEL" => {
+            let r = store
+                .update(&args[1], seq, |e, _| {
+                    Ok(match e {
+                        Some(e) => (Change::Del, Some(e.value.clone())),
+                        None => (Change::Keep, None),
+                    })
+                })
+                .await;
+            match r {
+                Ok(v) => resp::opt_bulk(out, v.as_deref()),
+                Err(e) => resp::error(out, &e),
+            }
+        }
+        b"GETEX" => getex(shared, args, out, seq).await,
+        b"MSETNX" => {
+            if args.len() % 2 != 1 {
+                wrong_args(out, &args[0]);
+            } else {
+                let kv = args[1..].to_vec();
+                reply_int(out, store.mset(kv, true, seq).await.map(i64::from));
+            }
+        }
+        b"INCRBYFLOAT" => {
+            use crate::ldouble::{self, Parsed};
+            const NOT_FLOAT: &str = "ERR value is not a valid float";
+            const NOT_FINITE: &str = "ERR increment would produce NaN or Infinity";
+            let Some(incr) = ldouble::parse(&args[2]) else {
+                resp::error(out, NOT_FLOAT);
+                return Some(Flow::Continue);
+            };
+            let r = store
+                .update(&args[1], seq, |e, _| {
+                    let (old, at) = match e {
+                        Some(e) => (ldouble::parse(&e.value).ok_or(NOT_FLOAT)?, e.expire_at),
+                        None => (ldouble::parse(b"0").expect("zero"), 0),
+                    };
+                    let (Parsed::Finite(old), Parsed::Finite(incr)) = (old, &incr) else {
+                        return Err(NOT_FINITE.into());
+                    };
+                    let v = ldouble::add(old, *incr).ok_or(NOT_FINITE)?;
+                    let text = ldouble::format(v).into_bytes();
+                    Ok((
+                        Change::Put(Entry {
+                            value: text.clone(),
+                            expire_at: at,
+                        }),
+                        text,
+                    ))
+                })
+                .await;
+            match r {
+                Ok(v) => resp::bulk(out, &v),
+                Err(e) => resp::error(out, &e),
+            }
+        }
+        b"RENAME" | b"RENAMENX" => {
+            let nx = name == b"RENAMENX";
+            match store.rename(&args[1], &args[2], nx, seq).await {
+                Ok(_) if !nx => resp::ok(out),
+                Ok(moved) => resp::integer(out, moved as i64),
+                Err(e) => resp::error(out, &e),
+            }
+        }
+        _ => return None,
+    }
+    Some(Flow::Continue)
+}
+
+/// Redis' `GETRANGE` index rules (7.0).
+fn getrange(v: &[u8], mut start: i64, mut end: i64) -> &[u8] {
+    let len = v.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return b"";
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        return b"";
+    }
+    &v[start as usize..=end as usize]
+}
+
+/// The deadline for an expiry argument `n` (seconds if `secs`; relative to `now` if
+/// `relative`), with Redis' checks; `None`: "invalid expire time".
+fn expire_at(n: i64, secs: bool, relative: bool, now: u64) -> Option<u64> {
+    if n <= 0 || (secs && n > i64::MAX / 1000) {
+        return None;
+    }
+    let ms = if secs { n * 1000 } else { n };
+    let ms = if relative {
+        ms.checked_add(now as i64)?
+    } else {
+        ms
+    };
+    (ms > 0).then_some(ms as u64)
+}
+
+/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`, checked in Redis' order: the options, the
+/// key (a missing key is nil whatever the options), then the time.
+async fn getex<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    args: &Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) {
+    let mut kinds = 0u8;
+    let mut persist = false;
+    let mut expire: Option<usize> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        let has_next = i + 1 < args.len();
+        let kind = match &opt[..] {
+            b"EX" => EX,
+            b"PX" => PX,
+            b"EXAT" => EXAT,
+            b"PXAT" => PXAT,
+            _ => 0,
+        };
+        match &opt[..] {
+            b"PERSIST" if kinds == 0 => persist = true,
+            _ if kind != 0 && !persist && kinds & !kind == 0 && has_next => {
+                kinds |= kind;
+                i += 1;
+                expire = Some(i);
+            }
+            _ => return resp::error(out, SYNTAX),
+        }
+        i += 1;
+    }
+    let r = shared
+        .store
+        .update(&args[1], seq, |e, now| {
+            let Some(e) = e else {
+                return Ok((Change::Keep, None));
+            };
+            let value = Some(e.value.clone());
+            if let Some(at) = expire {
+                let n = parse_int(&args[at]).ok_or(NOT_INT)?;
+                let relative = kinds & (EX | PX) != 0;
+                let when = expire_at(n, kinds & (EX | EXAT) != 0, relative, now)
+                    .ok_or("ERR invalid expire time in 'getex' command")?;
+                if !relative && when <= now {
+                    return Ok((Change::Del, value));
+                }
+                return Ok((Change::Expire(when), value));
+            }
+            if persist && e.expire_at != 0 {
+                return Ok((Change::Expire(0), value));
+            }
+            Ok((Change::Keep, value))
+        })
+        .await;
+    match r {
+        Ok(v) => resp::opt_bulk(out, v.as_deref()),
+        Err(e) => resp::error(out, &e),
+    }
+}
+
+/// `BGSAVE [SCHEDULE]`: the `SAVE` in a task of its own (shard read locks one at a time,
+/// writers to that shard queue meanwhile); `INFO persistence` shows its progress and outcome.
+fn bgsave<L: ShardLock<Shard>>(shared: &Arc<Shared<L>>, args: &Args, out: &mut Vec<u8>) {
+    let schedule = match args.len() {
+        1 => false,
+        2 if args[1].eq_ignore_ascii_case(b"SCHEDULE") => true,
+        _ => return resp::error(out, SYNTAX),
+    };
+    if shared.store.log().is_none() {
+        return resp::error(out, "ERR persistence is disabled (--appendonly no)");
+    }
+    let saves = &shared.store.saves;
+    if saves
+        .bgsave_in_progress
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        if schedule {
+            return resp::simple(out, "Background saving scheduled");
+        }
+        return resp::error(out, "ERR Background save already in progress");
+    }
+    let sh = shared.clone();
+    tokio::spawn(async move {
+        let r = sh.store.save().await;
+        if let Err(e) = &r {
+            eprintln!("kvserver: BGSAVE failed: {e}");
+        }
+        let saves = &sh.store.saves;
+        saves.last_bgsave_ok.store(r.is_ok(), Ordering::Relaxed);
+        saves.bgsave_in_progress.store(false, Ordering::Release);
+    });
+    resp::simple(out, "Background saving started")
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: a graceful shutdown (the log is flushed
+/// and fsynced whatever the options); `SAVE` takes a snapshot first, and its failure cancels
+/// the shutdown unless `FORCE` is given. Replies nothing when it goes ahead (the connection
+/// closes), as Redis does.
+async fn shutdown<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) -> Flow {
+    let (mut save, mut nosave, mut force, mut abort, mut now) = (false, false, false, false, false);
+    for a in &args[1..] {
+        match &a.to_ascii_uppercase()[..] {
+            b"SAVE" => save = true,
+            b"NOSAVE" => nosave = true,
+            b"FORCE" => force = true,
+            b"ABORT" => abort = true,
+            b"NOW" => now = true,
+            _ => {
+                resp::error(out, SYNTAX);
+                return Flow::Continue;
+            }
+        }
+    }
+    if (abort && (save || nosave || force || now)) || (save && nosave) {
+        resp::error(out, SYNTAX);
+        return Flow::Continue;
+    }
+    if abort {
+        resp::error(out, "ERR No shutdown in progress.");
+        return Flow::Continue;
+    }
+    if save && shared.store.log().is_some() {
+        if let Err(e) = shared.store.save().await {
+            eprintln!("kvserver: SHUTDOWN SAVE: {e}");
+            if !force {
+                resp::error(out, "ERR Errors trying to SHUTDOWN. Check logs.");
+                return Flow::Continue;
+            }
+        }
+    }
+    shared.request_shutdown();
+    Flow::Close
 }

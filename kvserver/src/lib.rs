@@ -3,20 +3,24 @@
 //! `tokio::sync::RwLock` and `async_lock::RwLock` with unmodified Redis clients.
 //!
 //! # What it does
-//! - Commands: `PING`, `ECHO`, `GET`, `SET` (`EX`/`PX`/`EXAT`/`PXAT`/`NX`/`XX`/`KEEPTTL`/`GET`,
-//!   read as Redis reads them), `DEL`, `EXISTS`, `INCR`/`INCRBY`/`DECR`/`DECRBY`, `MGET`, `MSET`,
-//!   `DBSIZE`, `KEYS` (Redis' glob rules), `SCAN` (cursor, `MATCH`, `COUNT`), `TTL`/`PTTL`,
-//!   `EXPIRE`/`PEXPIRE`/`EXPIREAT`/`PEXPIREAT` (`NX`/`XX`/`GT`/`LT`), `PERSIST`, `FLUSHALL`,
-//!   `SAVE`, `INFO`, `CONFIG GET`, `SELECT 0`, `CLIENT SETINFO`/`SETNAME`, `COMMAND`, `QUIT`.
-//!   Pipelined requests are answered in order; commands of other data types get an error that
-//!   says so.
+//! - Commands (the table is [`commands::COMMANDS`]; `kvserver/README.md` lists them): strings
+//!   (`GET`, `SET` with every option, `SETNX`, `SETEX`, `PSETEX`, `GETSET`, `GETDEL`, `GETEX`,
+//!   `MGET`, `MSET`, `MSETNX`, `APPEND`, `STRLEN`, `GETRANGE`, `SETRANGE`, `INCR`/`INCRBY`/
+//!   `DECR`/`DECRBY`, `INCRBYFLOAT`), keys (`DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `TYPE`,
+//!   `RENAME`, `RENAMENX`, `KEYS`, `SCAN`, `RANDOMKEY`, `EXPIRE` and friends, `TTL`/`PTTL`,
+//!   `PERSIST`), server (`DBSIZE`, `FLUSHALL`, `SAVE`, `BGSAVE`, `LASTSAVE`, `SHUTDOWN`, `INFO`,
+//!   `CONFIG GET`, `TIME`, `COMMAND`), connection (`PING`, `ECHO`, `QUIT`, `SELECT 0`, `CLIENT`).
+//!   Pipelined requests of any size are answered in order while the client is still sending;
+//!   commands of other data types get an error that says so.
 //! - The data lives in `--shards` maps, each behind the lock chosen by `--lock`. Inside its
 //!   write critical section a write appends its record to the log's current batch; the batch
 //!   is written by group commit (one `write(2)`, and one `fsync` under `always`, for every
 //!   command in it), and replies go out only once their records are in the file. `SAVE`
 //!   snapshots shard by shard under read locks, then starts a new log from the snapshot. On
 //!   start the directory is locked, then the snapshot and log are replayed; a torn last record
-//!   is dropped with a warning, any other damage stops the start with an error.
+//!   is dropped with a warning, any other damage stops the start with an error. A write whose
+//!   record fails is undone in memory before anyone can read it (see the README's *After a
+//!   log failure*).
 //! - Ctrl-C / SIGTERM: stop accepting, let connections finish what they sent, fsync the log.
 //!
 //! # Running
@@ -32,13 +36,15 @@
 //! `--port` (6380; 0 picks a free one), `--bind` (127.0.0.1; loopback only), `--lock`
 //! (rwsem|tokio|async-lock), `--shards`, `--threads` (tokio workers; default: all cores),
 //! `--appendonly yes|no`, `--dir` (data directory), `--appendfsync always|everysec|no`,
-//! `--aof-io direct|tokio-fs`, `--max-clients`, `--timeout` (idle seconds, 0 = never),
+//! `--aof-io direct|tokio-fs`, `--max-clients` (lowered to what `RLIMIT_NOFILE` allows),
+//! `--client-output-buffer-limit`, `--client-output-buffer-secs`, `--timeout` (idle seconds, 0 = never),
 //! `--max-bulk-len`, `--max-array-len`, `--max-inline-len`, `--max-request-len`,
 //! `--shutdown-timeout`, `--quiet`.
 
 pub mod aof;
 pub mod commands;
 pub mod glob;
+pub mod ldouble;
 pub mod lock;
 pub mod resp;
 pub mod server;

@@ -18,9 +18,24 @@ enum YesNo {
     No,
 }
 
-/// A Redis-protocol key-value server with a swappable shard lock.
+/// What `kvserver --help` says first (the server's own words, not its lock's).
+const ABOUT: &str = "kvserver: a Redis-protocol (RESP2) key-value server for strings, with an append-only log \
+(group commit, fsync always|everysec|no), snapshots (SAVE, BGSAVE) and a shard lock chosen at start \
+(--lock rwsem|tokio|async-lock), the demo database of the async-rwsem lock.";
+
+const LONG_ABOUT: &str = "kvserver: a Redis-protocol (RESP2) key-value server for strings, the demo database of the \
+async-rwsem lock.\n\n\
+Any Redis client works (redis-cli, redis-benchmark, client libraries). Commands: GET, SET (all options), \
+MGET, MSET, MSETNX, DEL, UNLINK, EXISTS, TOUCH, TYPE, APPEND, STRLEN, GETRANGE, SETRANGE, SETNX, SETEX, \
+PSETEX, GETSET, GETDEL, GETEX, INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT, RENAME, RENAMENX, KEYS, SCAN, \
+RANDOMKEY, DBSIZE, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, PERSIST, FLUSHALL, FLUSHDB, SAVE, \
+BGSAVE, LASTSAVE, SHUTDOWN, INFO, CONFIG GET, CLIENT, COMMAND, TIME, SELECT 0, PING, ECHO, QUIT \
+(see kvserver/README.md). Data is kept in --shards maps, each behind the lock chosen by --lock; with \
+--appendonly yes every write is logged before its reply, and a write the log refuses is undone before \
+anyone can read it.";
+
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "kvserver", version, about = ABOUT, long_about = LONG_ABOUT)]
 struct Cli {
     /// TCP port (0: any free port, printed at start).
     #[arg(long, default_value_t = 6380)]
@@ -49,9 +64,18 @@ struct Cli {
     /// How records reach the log file.
     #[arg(long, value_enum, default_value = "direct")]
     aof_io: LogIo,
-    /// Most clients connected at once; further ones get an error and are closed.
+    /// Most clients connected at once; further ones get an error and are closed. Lowered at
+    /// start to what RLIMIT_NOFILE allows, 32 descriptors kept for the log and SAVE.
     #[arg(long, default_value_t = 10_000)]
     max_clients: usize,
+    /// Bytes of replies a client may leave untaken before the server stops reading its requests;
+    /// a client over it that takes nothing for --client-output-buffer-secs is disconnected, as
+    /// with Redis' client-output-buffer-limit (0: no limit).
+    #[arg(long, default_value_t = server::DEFAULT_OUTPUT_BUFFER_LIMIT)]
+    client_output_buffer_limit: usize,
+    /// See --client-output-buffer-limit.
+    #[arg(long, default_value_t = 10)]
+    client_output_buffer_secs: u64,
     /// Close a connection idle for this many seconds (0: never).
     #[arg(long, default_value_t = 300)]
     timeout: u64,
@@ -99,6 +123,8 @@ fn main() {
         max_request_len: cli.max_request_len,
     };
     config.max_clients = cli.max_clients;
+    config.output_buffer_limit = cli.client_output_buffer_limit;
+    config.output_buffer_grace = Duration::from_secs(cli.client_output_buffer_secs);
     config.idle_timeout = (cli.timeout > 0).then(|| Duration::from_secs(cli.timeout));
     config.shutdown_timeout = Duration::from_secs(cli.shutdown_timeout);
     config.quiet = cli.quiet;

@@ -1,6 +1,7 @@
 //! The TCP side: accepting, per-connection request loops, limits, background tasks and
 //! graceful shutdown. Generic over the shard lock; [`start`] picks the lock at run time.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -29,6 +30,11 @@ pub struct Config {
     pub persistence: Option<Persistence>,
     pub limits: Limits,
     pub max_clients: usize,
+    /// Unsent replies a client may have before the server stops reading its requests; a
+    /// client over it for `output_buffer_grace` without taking any reply is disconnected
+    /// (Redis' `client-output-buffer-limit`). 0: no limit.
+    pub output_buffer_limit: usize,
+    pub output_buffer_grace: Duration,
     /// Close connections idle (no request, or a reply not taken) this long; `None`: never.
     pub idle_timeout: Option<Duration>,
     /// How long shutdown waits for connections to finish their requests.
@@ -49,6 +55,8 @@ impl Config {
             persistence: None,
             limits: Limits::default(),
             max_clients: 10_000,
+            output_buffer_limit: DEFAULT_OUTPUT_BUFFER_LIMIT,
+            output_buffer_grace: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(300)),
             shutdown_timeout: Duration::from_secs(10),
             sweep_interval: Duration::from_millis(100),
@@ -56,6 +64,9 @@ impl Config {
         }
     }
 }
+
+/// Default of [`Config::output_buffer_limit`].
+pub const DEFAULT_OUTPUT_BUFFER_LIMIT: usize = 256 << 20;
 
 /// Shard count when `--shards` is not given (see the README for the measurement).
 pub const DEFAULT_SHARDS: usize = 4;
@@ -66,6 +77,8 @@ pub struct Stats {
     pub connected: AtomicUsize,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// Clients cut off for not taking their replies (`output_buffer_limit`).
+    pub output_limit_disconnections: AtomicU64,
     pub commands: AtomicU64,
     pub protocol_errors: AtomicU64,
 }
@@ -77,6 +90,72 @@ pub struct Shared<L> {
     pub stats: Stats,
     pub started: Instant,
     pub port: u16,
+    clients: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<ClientInfo>>>,
+    next_client_id: AtomicU64,
+    /// Set by `SHUTDOWN`.
+    shutdown_requested: tokio::sync::Notify,
+}
+
+impl<L> Shared<L> {
+    /// Every connected client, by id.
+    pub fn clients(&self) -> Vec<Arc<ClientInfo>> {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Asks the server to shut down gracefully (`SHUTDOWN`).
+    pub fn request_shutdown(&self) {
+        self.shutdown_requested.notify_one();
+    }
+}
+
+/// What `CLIENT LIST` shows about a connection.
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub fd: i32,
+    name: std::sync::Mutex<Vec<u8>>,
+    created: Instant,
+    /// Milliseconds since the server started, at the last command.
+    last_active_ms: AtomicU64,
+    /// Bytes of replies not taken by the client yet.
+    pub out_bytes: AtomicUsize,
+    /// Bytes of requests read and not parsed yet.
+    pub in_bytes: AtomicUsize,
+}
+
+impl ClientInfo {
+    pub fn name(&self) -> Vec<u8> {
+        self.name.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_name(&self, name: &[u8]) {
+        *self.name.lock().unwrap_or_else(|e| e.into_inner()) = name.to_vec();
+    }
+
+    /// One `CLIENT LIST` line (Redis 7.0's fields; those that have no meaning here are given
+    /// their idle values).
+    pub fn describe(&self, started: Instant) -> String {
+        let now_ms = started.elapsed().as_millis() as u64;
+        let idle = now_ms.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
+        let omem = self.out_bytes.load(Ordering::Relaxed);
+        let qbuf = self.in_bytes.load(Ordering::Relaxed);
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd=NULL user=default redir=-1 resp=2",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            String::from_utf8_lossy(&self.name()),
+            self.created.elapsed().as_secs(),
+            omem + qbuf,
+        )
+    }
 }
 
 /// A started server.
@@ -120,8 +199,55 @@ macro_rules! info {
     };
 }
 
-async fn start_with<L: ShardLock<Shard>>(config: Config) -> Result<Running, String> {
+/// Descriptors kept out of `--max-clients` for the log, `SAVE`'s files, the directory, the
+/// listener and the runtime (Redis keeps 32 too).
+pub const RESERVED_FDS: u64 = 32;
+
+/// Raises `RLIMIT_NOFILE` towards what `max_clients` needs (as far as the hard limit allows)
+/// and returns the number of clients the limit leaves room for, with [`RESERVED_FDS`] kept
+/// aside; as Redis does with `maxclients`.
+// rlim_t is u64 on 64-bit Linux, not everywhere.
+#[allow(clippy::unnecessary_cast)]
+pub fn fit_max_clients(max_clients: usize) -> Result<usize, String> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain system calls on a local struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Ok(max_clients);
+    }
+    let want = (max_clients as u64).saturating_add(RESERVED_FDS);
+    if (lim.rlim_cur as u64) < want {
+        let raised = libc::rlimit {
+            rlim_cur: want.min(lim.rlim_max as u64) as libc::rlim_t,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = raised.rlim_cur;
+        }
+    }
+    let room = (lim.rlim_cur as u64).saturating_sub(RESERVED_FDS);
+    if room == 0 {
+        return Err(format!(
+            "RLIMIT_NOFILE is {}: no descriptor left for clients after the {RESERVED_FDS} reserved ones",
+            lim.rlim_cur
+        ));
+    }
+    Ok((max_clients as u64).min(room) as usize)
+}
+
+async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, String> {
     let t0 = Instant::now();
+    let fitted = fit_max_clients(config.max_clients)?;
+    if fitted < config.max_clients {
+        eprintln!(
+            "kvserver: WARNING: --max-clients {} lowered to {fitted}: the open files limit (RLIMIT_NOFILE) leaves room for no more ({RESERVED_FDS} descriptors kept for the log and SAVE)",
+            config.max_clients
+        );
+        config.max_clients = fitted;
+    }
     if config.persistence.is_some() {
         // A request the log could not hold must be refused by the parser, never acknowledged.
         crate::aof::check_request_limits(
@@ -165,6 +291,9 @@ async fn start_with<L: ShardLock<Shard>>(config: Config) -> Result<Running, Stri
         stats: Stats::default(),
         started: Instant::now(),
         port: addr.port(),
+        clients: Default::default(),
+        next_client_id: AtomicU64::new(1),
+        shutdown_requested: tokio::sync::Notify::new(),
     });
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(serve(shared, listener, rx));
@@ -196,26 +325,42 @@ async fn serve<L: ShardLock<Shard>>(
     }
 
     let mut conns = JoinSet::new();
+    let mut accept_errors = 0u64;
+    let mut last_accept_warning: Option<Instant> = None;
     loop {
         tokio::select! {
             biased;
             _ = &mut stop => break,
+            _ = shared.shutdown_requested.notified() => {
+                info!(shared.config.quiet, "SHUTDOWN requested by a client");
+                break;
+            }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((sock, _peer)) => {
+                Ok((sock, peer)) => {
                     let _ = sock.set_nodelay(true);
                     shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
                     if shared.stats.connected.load(Ordering::Relaxed) >= shared.config.max_clients {
                         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
-                        conns.spawn(reject(sock));
+                        // Without a task: the descriptor is given back at once. A plain write:
+                        // a fresh socket's send buffer has room, whatever tokio's readiness says.
+                        if let Ok(std_sock) = sock.into_std() {
+                            use std::io::Write;
+                            let _ = (&std_sock).write(b"-ERR max number of clients reached\r\n");
+                        }
                         continue;
                     }
                     shared.stats.connected.fetch_add(1, Ordering::Relaxed);
-                    conns.spawn(connection(shared.clone(), sock, shutdown_rx.clone()));
+                    conns.spawn(connection(shared.clone(), sock, peer, shutdown_rx.clone()));
                 }
                 Err(e) => {
-                    // e.g. out of file descriptors: back off instead of spinning
-                    eprintln!("kvserver: accept failed: {e}");
+                    // e.g. out of file descriptors: back off instead of spinning, and say so
+                    // once in a while, not 20 times a second
+                    accept_errors += 1;
+                    if last_accept_warning.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(10)) {
+                        eprintln!("kvserver: accept failed: {e} ({accept_errors} failures so far)");
+                        last_accept_warning = Some(Instant::now());
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
@@ -250,14 +395,6 @@ async fn serve<L: ShardLock<Shard>>(
         "shut down ({n} connections closed, log flushed)"
     );
     result
-}
-
-async fn reject(mut sock: TcpStream) {
-    let _ = tokio::time::timeout(
-        Duration::from_secs(1),
-        sock.write_all(b"-ERR max number of clients reached\r\n"),
-    )
-    .await;
 }
 
 /// The adaptive expiry sweep: a pass every `sweep_interval`, and while due keys remain after a
@@ -296,6 +433,8 @@ async fn fsync_every_second<L: ShardLock<Shard>>(
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {
+                // Undo a failed batch nobody's connection has undone yet.
+                shared.store.recover().await;
                 let Some(log) = shared.store.log() else { return };
                 if log.fsync_policy() == Fsync::Everysec || log.needs_sync() {
                     match log.sync().await {
@@ -315,153 +454,382 @@ async fn fsync_every_second<L: ShardLock<Shard>>(
     }
 }
 
-/// Decrements the client count however the connection ends.
-struct ClientSlot<'a>(&'a AtomicUsize);
+/// Decrements the client count and unregisters the client however the connection ends.
+struct ClientSlot<'a, L> {
+    shared: &'a Shared<L>,
+    id: u64,
+}
 
-impl Drop for ClientSlot<'_> {
+impl<L> Drop for ClientSlot<'_, L> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.shared
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        self.shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 const READ_CHUNK: usize = 16 * 1024;
-/// Replies are written out once this much has piled up within one batch of requests.
+/// Replies are settled and queued for writing once this much piled up within one batch of
+/// requests.
 const OUT_FLUSH: usize = 64 * 1024;
+/// A connection whose queued replies ever passed this gives its memory back to the OS when
+/// it ends (`malloc_trim`).
+const BIG_OUTPUT: usize = 32 << 20;
 
-async fn connection<L: ShardLock<Shard>>(
-    shared: Arc<Shared<L>>,
-    mut sock: TcpStream,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let _slot = ClientSlot(&shared.stats.connected);
-    let idle = shared.config.idle_timeout;
-    let mut parser = RequestParser::new(shared.config.limits);
-    let mut inbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut acks: Vec<Ack> = Vec::new();
-    'conn: loop {
-        if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
-            inbuf.reserve(READ_CHUNK);
-        }
-        let read = async {
-            match idle {
-                Some(t) => tokio::time::timeout(t, sock.read_buf(&mut inbuf))
-                    .await
-                    .unwrap_or(Ok(0)),
-                None => sock.read_buf(&mut inbuf).await,
-            }
-        };
-        let n = tokio::select! {
-            biased;
-            _ = shutdown.wait_for(|&s| s) => break,
-            r = read => r,
-        };
-        match n {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let mut pos = 0;
-        let mut executed = 0u64;
-        let mut close = false;
-        let mut protocol_error = false;
-        loop {
-            match parser.next(&inbuf, &mut pos) {
-                Ok(Some(args)) => {
-                    executed += 1;
-                    let start = out.len();
-                    let mut seq = 0;
-                    let flow = commands::execute(&shared, args, &mut out, &mut seq).await;
-                    if seq != 0 {
-                        acks.push(Ack {
-                            start,
-                            end: out.len(),
-                            seq,
-                        });
-                    }
-                    if flow == Flow::Close {
-                        close = true;
-                        break;
-                    }
-                    if out.len() >= OUT_FLUSH {
-                        settle(&shared, &mut out, &mut acks).await;
-                        if !write_out(&mut sock, &mut out, idle).await {
-                            break 'conn;
-                        }
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                    resp::error(&mut out, &format!("ERR {e}"));
-                    close = true;
-                    protocol_error = true;
-                    break;
-                }
-            }
-        }
-        shared.stats.commands.fetch_add(executed, Ordering::Relaxed);
-        inbuf.drain(..pos);
-        // One wait per batch of requests read from the socket, then one write of the replies.
-        settle(&shared, &mut out, &mut acks).await;
-        if !write_out(&mut sock, &mut out, idle).await || close {
-            if protocol_error {
-                linger(&mut sock).await;
-            }
-            break;
-        }
-        if inbuf.is_empty() && inbuf.capacity() > 1 << 20 {
-            inbuf = Vec::with_capacity(READ_CHUNK);
-        }
-        if out.capacity() > 1 << 20 {
-            out = Vec::with_capacity(READ_CHUNK);
-        }
-    }
-    let _ = sock.shutdown().await;
-}
-
-/// The reply to a write, at `out[start..end]`, that may go out only once log record `seq` is
-/// written.
-struct Ack {
+/// The reply to a data command, at `out[start..end]`: a write that may go out only once log
+/// record `seq` is written, or (`seq == commands::READ`) a read that must not go out if a
+/// log failure may have undone what it saw.
+struct Mark {
     start: usize,
     end: usize,
     seq: u64,
 }
 
+/// Replies being built, not yet settled.
+struct Batch {
+    out: Vec<u8>,
+    marks: Vec<Mark>,
+    /// The log's rollback count before the first command of the batch ran.
+    rollbacks: u64,
+}
+
+/// How a connection stops reading.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    Open,
+    /// The peer closed, `QUIT`, or shutdown: send what is queued, then close.
+    Done,
+    /// After a protocol error: send the error, half-close, drain briefly, close.
+    ProtocolError,
+}
+
+/// One client connection: reads, executes and writes concurrently, so that a client that
+/// sends a whole pipeline before it reads a byte is answered; replies queue up to
+/// `output_buffer_limit`, past which the connection stops reading requests (and is cut off
+/// if it takes no reply for `output_buffer_grace`).
+struct Conn<'a, L> {
+    shared: &'a Arc<Shared<L>>,
+    info: &'a ClientInfo,
+    parser: RequestParser,
+    inbuf: Vec<u8>,
+    /// Settled replies, oldest first; `front_off` bytes of the first one are written.
+    sendq: VecDeque<Vec<u8>>,
+    front_off: usize,
+    queued: usize,
+    max_queued: usize,
+    /// Unparsed requests are waiting in `inbuf` for the queue to drain.
+    parse_pending: bool,
+    reading: Reading,
+}
+
+enum Event {
+    Shutdown,
+    Wrote(std::io::Result<usize>),
+    Read(std::io::Result<usize>),
+    Deadline,
+}
+
+impl<L: ShardLock<Shard>> Conn<'_, L> {
+    fn over_limit(&self) -> bool {
+        let limit = self.shared.config.output_buffer_limit;
+        limit != 0 && self.queued > limit
+    }
+
+    fn new_batch(&self) -> Batch {
+        Batch {
+            out: Vec::new(),
+            marks: Vec::new(),
+            rollbacks: self.shared.store.log().map_or(0, |l| l.rollbacks()),
+        }
+    }
+
+    async fn queue(&mut self, batch: &mut Batch) {
+        settle(self.shared, batch).await;
+        let out = std::mem::take(&mut batch.out);
+        batch.marks.clear();
+        if !out.is_empty() {
+            self.queued += out.len();
+            self.max_queued = self.max_queued.max(self.queued);
+            self.info.out_bytes.store(self.queued, Ordering::Relaxed);
+            self.sendq.push_back(out);
+        }
+        *batch = self.new_batch();
+    }
+
+    /// Executes the whole requests in `inbuf`, queueing their replies; stops early when the
+    /// queue passes the output limit (the rest waits in `inbuf`).
+    async fn run_requests(&mut self) {
+        let shared = self.shared;
+        let mut pos = 0;
+        let mut executed = 0u64;
+        let mut batch = self.new_batch();
+        self.parse_pending = false;
+        loop {
+            if self.over_limit() {
+                self.parse_pending = true;
+                break;
+            }
+            match self.parser.next(&self.inbuf, &mut pos) {
+                Ok(Some(args)) => {
+                    executed += 1;
+                    let start = batch.out.len();
+                    let mut seq = 0;
+                    let flow =
+                        commands::execute(shared, self.info, args, &mut batch.out, &mut seq).await;
+                    if seq != 0 {
+                        batch.marks.push(Mark {
+                            start,
+                            end: batch.out.len(),
+                            seq,
+                        });
+                    }
+                    if flow == Flow::Close {
+                        // nothing after QUIT (or SHUTDOWN) is run
+                        self.reading = Reading::Done;
+                        self.inbuf.clear();
+                        pos = 0;
+                        break;
+                    }
+                    if batch.out.len() >= OUT_FLUSH {
+                        self.queue(&mut batch).await;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                    resp::error(&mut batch.out, &format!("ERR {e}"));
+                    self.reading = Reading::ProtocolError;
+                    self.inbuf.clear();
+                    pos = 0;
+                    break;
+                }
+            }
+        }
+        shared.stats.commands.fetch_add(executed, Ordering::Relaxed);
+        self.inbuf.drain(..pos);
+        self.info
+            .in_bytes
+            .store(self.inbuf.len(), Ordering::Relaxed);
+        self.queue(&mut batch).await;
+        if self.inbuf.is_empty() && self.inbuf.capacity() > 1 << 20 {
+            self.inbuf = Vec::with_capacity(READ_CHUNK);
+        }
+        self.info.last_active_ms.store(
+            shared.started.elapsed().as_millis() as u64,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+async fn connection<L: ShardLock<Shard>>(
+    shared: Arc<Shared<L>>,
+    sock: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    use std::os::unix::io::AsRawFd;
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let info = Arc::new(ClientInfo {
+        id,
+        addr: peer,
+        laddr: sock.local_addr().unwrap_or(peer),
+        fd: sock.as_raw_fd(),
+        name: Default::default(),
+        created: Instant::now(),
+        last_active_ms: AtomicU64::new(shared.started.elapsed().as_millis() as u64),
+        out_bytes: AtomicUsize::new(0),
+        in_bytes: AtomicUsize::new(0),
+    });
+    shared
+        .clients
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, info.clone());
+    let _slot = ClientSlot {
+        shared: &shared,
+        id,
+    };
+    let (mut rd, mut wr) = sock.into_split();
+    let idle = shared.config.idle_timeout;
+    let grace = shared.config.output_buffer_grace;
+    let mut c = Conn {
+        shared: &shared,
+        info: &info,
+        parser: RequestParser::new(shared.config.limits),
+        inbuf: Vec::with_capacity(READ_CHUNK),
+        sendq: VecDeque::new(),
+        front_off: 0,
+        queued: 0,
+        max_queued: 0,
+        parse_pending: false,
+        reading: Reading::Open,
+    };
+    // Last request read or reply taken (the idle timeout), and last reply taken (or the
+    // moment the queue became non-empty: the output limit's grace period).
+    let mut last_progress = Instant::now();
+    let mut last_taken = Instant::now();
+    loop {
+        if c.parse_pending && !c.over_limit() {
+            c.run_requests().await;
+        }
+        let over = c.over_limit();
+        let want_read = c.reading == Reading::Open && !over && !c.parse_pending;
+        let want_write = !c.sendq.is_empty();
+        if c.reading != Reading::Open && !want_write {
+            break;
+        }
+        let mut deadline = idle.map(|t| last_progress + t);
+        if over {
+            let g = last_taken + grace;
+            deadline = Some(deadline.map_or(g, |d| d.min(g)));
+        }
+        if c.inbuf.capacity() - c.inbuf.len() < READ_CHUNK / 4 {
+            c.inbuf.reserve(READ_CHUNK);
+        }
+        let was_empty = c.sendq.is_empty();
+        let event = {
+            let front: &[u8] = c.sendq.front().map_or(&[], |f| &f[c.front_off..]);
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|&s| s), if c.reading == Reading::Open => Event::Shutdown,
+                r = wr.write(front), if want_write => Event::Wrote(r),
+                r = rd.read_buf(&mut c.inbuf), if want_read => Event::Read(r),
+                _ = sleep => Event::Deadline,
+            }
+        };
+        match event {
+            Event::Shutdown => c.reading = Reading::Done,
+            Event::Wrote(Ok(n)) if n > 0 => {
+                last_progress = Instant::now();
+                last_taken = last_progress;
+                c.front_off += n;
+                c.queued -= n;
+                if c.front_off == c.sendq.front().map_or(0, Vec::len) {
+                    c.sendq.pop_front();
+                    c.front_off = 0;
+                }
+                info.out_bytes.store(c.queued, Ordering::Relaxed);
+            }
+            Event::Wrote(_) => break,
+            Event::Read(Ok(0)) => c.reading = Reading::Done,
+            Event::Read(Ok(_)) => {
+                last_progress = Instant::now();
+                c.run_requests().await;
+                if was_empty && !c.sendq.is_empty() {
+                    last_taken = Instant::now();
+                }
+            }
+            Event::Read(Err(_)) => break,
+            Event::Deadline => {
+                if c.over_limit() && last_taken.elapsed() >= grace {
+                    shared
+                        .stats
+                        .output_limit_disconnections
+                        .fetch_add(1, Ordering::Relaxed);
+                    info!(
+                        shared.config.quiet,
+                        "client {id} ({peer}) closed: {} bytes of replies not taken for {grace:?} (output buffer limit {})",
+                        c.queued,
+                        shared.config.output_buffer_limit
+                    );
+                }
+                break;
+            }
+        }
+    }
+    let protocol_error = c.reading == Reading::ProtocolError && c.sendq.is_empty();
+    let big = c.max_queued >= BIG_OUTPUT;
+    drop(c);
+    if protocol_error {
+        linger(&mut rd, &mut wr).await;
+    } else {
+        let _ = wr.shutdown().await;
+    }
+    drop((rd, wr));
+    if big {
+        give_back_memory();
+    }
+}
+
+/// After a connection that queued a lot of output: hands freed memory back to the OS at once
+/// (glibc keeps freed heap memory for reuse, which shows as resident memory long after).
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The reply of a read that may have seen an undone write.
+const READ_UNDONE: &str = "IOERR the append-only log failed while this command ran, and writes it may have seen were undone; not sent, retry";
+
 /// Before replies leave: waits until every log record they depend on is written (under
 /// `always`: on disk): the connection's own writes, and whatever was appended before its reads
 /// ran (a read may have seen a write not yet in the log; as in Redis, its reply goes out only
-/// after that write's record). The replies of writes whose records failed become errors.
-async fn settle<L: ShardLock<Shard>>(shared: &Shared<L>, out: &mut Vec<u8>, acks: &mut Vec<Ack>) {
+/// after that write's record). The replies of writes whose records failed become their errors,
+/// and so do the replies of reads that ran while a failed write was in memory; then the
+/// failed writes are undone (if no other connection did it first).
+async fn settle<L: ShardLock<Shard>>(shared: &Shared<L>, batch: &mut Batch) {
     let Some(log) = shared.store.log() else {
-        acks.clear();
         return;
     };
+    if batch.marks.is_empty() {
+        return;
+    }
     let upto = log.last_seq();
-    if let Err(failed) = log.wait(upto).await {
-        if acks.iter().any(|a| a.seq >= failed.from) {
-            let mut fixed = Vec::with_capacity(out.len());
-            let mut at = 0;
-            for a in acks.iter().filter(|a| a.seq >= failed.from) {
-                fixed.extend_from_slice(&out[at..a.start]);
-                resp::error(&mut fixed, &failed.msg);
-                at = a.end;
+    let reads_failed = log.wait(upto).await.is_err() || log.rollbacks() != batch.rollbacks;
+    let mut fixes: Vec<(usize, usize, String)> = Vec::new();
+    let mut wrote = false;
+    for m in &batch.marks {
+        if m.seq == commands::READ {
+            if reads_failed {
+                fixes.push((m.start, m.end, READ_UNDONE.into()));
             }
-            fixed.extend_from_slice(&out[at..]);
-            *out = fixed;
+        } else {
+            wrote = true;
+            if let Some(msg) = log.failure(m.seq) {
+                fixes.push((m.start, m.end, msg));
+            }
         }
     }
-    acks.clear();
+    if !fixes.is_empty() {
+        let out = &batch.out;
+        let mut fixed = Vec::with_capacity(out.len());
+        let mut at = 0;
+        for (start, end, msg) in &fixes {
+            fixed.extend_from_slice(&out[at..*start]);
+            resp::error(&mut fixed, msg);
+            at = *end;
+        }
+        fixed.extend_from_slice(&out[at..]);
+        batch.out = fixed;
+    }
+    if reads_failed || !fixes.is_empty() || log.rollback_from().is_some() {
+        shared.store.recover().await;
+    } else if wrote {
+        shared.store.prune_undo();
+    }
 }
 
 /// After a protocol error: half-close, then read and drop what the client still sends for a
 /// moment, so that closing does not reset the connection (which can destroy the error reply
 /// before the client reads it).
-async fn linger(sock: &mut TcpStream) {
-    let _ = sock.shutdown().await;
+async fn linger(rd: &mut tokio::net::tcp::OwnedReadHalf, wr: &mut tokio::net::tcp::OwnedWriteHalf) {
+    let _ = wr.shutdown().await;
     let mut sink = [0u8; 8192];
     let mut total = 0usize;
     let drain = async {
-        while let Ok(n @ 1..) = sock.read(&mut sink).await {
+        while let Ok(n @ 1..) = rd.read(&mut sink).await {
             total += n;
             if total > 1 << 20 {
                 break;
@@ -469,20 +837,4 @@ async fn linger(sock: &mut TcpStream) {
         }
     };
     let _ = tokio::time::timeout(Duration::from_millis(200), drain).await;
-}
-
-/// Writes and clears `out`; false if the peer is gone or did not take the data in time.
-async fn write_out(sock: &mut TcpStream, out: &mut Vec<u8>, idle: Option<Duration>) -> bool {
-    if out.is_empty() {
-        return true;
-    }
-    let ok = match idle {
-        Some(t) => matches!(
-            tokio::time::timeout(t, sock.write_all(out)).await,
-            Ok(Ok(()))
-        ),
-        None => sock.write_all(out).await.is_ok(),
-    };
-    out.clear();
-    ok
 }

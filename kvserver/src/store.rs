@@ -100,7 +100,8 @@ impl Shard {
         s.more.iter_mut().find(|(k, _)| &**k == key).map(|(_, e)| e)
     }
 
-    fn insert(&mut self, h: u64, key: &[u8], entry: Entry) {
+    /// Inserts or replaces; returns the entry replaced.
+    fn insert(&mut self, h: u64, key: &[u8], entry: Entry) -> Option<Entry> {
         if entry.expire_at != 0 {
             self.volatile += 1;
             self.deadlines.push(Reverse((entry.expire_at, h)));
@@ -113,7 +114,7 @@ impl Shard {
             if old.expire_at != 0 {
                 self.volatile -= 1;
             }
-            return;
+            return Some(old);
         }
         self.len += 1;
         match self.map.entry(h) {
@@ -128,6 +129,33 @@ impl Shard {
                 o.get_mut().more.push((key.into(), entry));
             }
         }
+        None
+    }
+
+    /// Puts back what a key held before (`None`: absent).
+    fn restore(&mut self, h: u64, key: &[u8], old: Option<Entry>) {
+        match old {
+            Some(e) => {
+                self.insert(h, key, e);
+            }
+            None => {
+                self.remove(h, key);
+            }
+        }
+    }
+
+    /// A live entry, chosen at random (`None` if there is none).
+    fn random_live(&self, now: u64) -> Option<&[u8]> {
+        if self.len == 0 {
+            return None;
+        }
+        let start: u64 = rand::random();
+        let live = |e: &Entry| e.expire_at == 0 || e.expire_at > now;
+        self.iter_from(start)
+            .chain(self.iter_from(0))
+            .take(self.len + 64)
+            .find(|(_, _, e)| live(e))
+            .map(|(_, k, _)| k)
     }
 
     fn remove(&mut self, h: u64, key: &[u8]) -> Option<Entry> {
@@ -184,10 +212,10 @@ impl Shard {
         self.deadlines.peek().map(|r| r.0 .0)
     }
 
-    /// Sets or clears (0) the deadline of an existing entry.
-    fn set_expire(&mut self, h: u64, key: &[u8], at: u64) {
+    /// Sets or clears (0) the deadline of an existing entry; returns the old one.
+    fn set_expire(&mut self, h: u64, key: &[u8], at: u64) -> u64 {
         let Some(e) = self.get_mut(h, key) else {
-            return;
+            return 0;
         };
         let old = std::mem::replace(&mut e.expire_at, at);
         if old != 0 {
@@ -200,6 +228,7 @@ impl Shard {
                 self.rebuild_deadlines();
             }
         }
+        old
     }
 
     /// Looks at up to `pops` deadlines due by `now` and removes the entries that are really
@@ -233,6 +262,18 @@ impl Shard {
     fn due(&self, now: u64) -> bool {
         self.next_deadline().is_some_and(|t| t <= now)
     }
+}
+
+/// What [`Store::update`] does to the key.
+pub enum Change {
+    /// Nothing (nothing is logged).
+    Keep,
+    /// Store this entry.
+    Put(Entry),
+    /// Delete the key (if it exists).
+    Del,
+    /// Set the deadline of the existing key (0: none).
+    Expire(u64),
 }
 
 /// How `SET` treats the deadline.
@@ -297,8 +338,51 @@ pub struct KeyspaceInfo {
     pub expires: usize,
 }
 
+/// How to undo one change of a write whose log record may still fail.
+enum UndoOp {
+    /// The key held `old` (`None`: it was absent).
+    Key {
+        hash: u64,
+        key: Box<[u8]>,
+        old: Option<Entry>,
+    },
+    /// The key's deadline was `old_at`.
+    Expire {
+        hash: u64,
+        key: Box<[u8]>,
+        old_at: u64,
+    },
+    /// The whole shard (`FLUSHALL`).
+    Shard(Box<Shard>),
+}
+
+struct Undo {
+    seq: u64,
+    shard: usize,
+    op: UndoOp,
+}
+
+/// The undo information of the writes whose records are not in the log yet.
+#[derive(Default)]
+struct UndoLog {
+    items: Vec<Undo>,
+    /// Length at which a push prunes the records already written (amortised).
+    prune_at: usize,
+}
+
+/// `BGSAVE` and `LASTSAVE` state.
+#[derive(Default)]
+pub struct SaveState {
+    pub bgsave_in_progress: std::sync::atomic::AtomicBool,
+    pub last_bgsave_ok: std::sync::atomic::AtomicBool,
+    /// Unix seconds of the last successful `SAVE`/`BGSAVE` (the start time before one).
+    pub last_save: AtomicU64,
+}
+
 pub struct Store<L> {
     shards: Box<[L]>,
+    undo: std::sync::Mutex<UndoLog>,
+    pub saves: SaveState,
     hasher: RandomState,
     log: Option<Log>,
     /// Per shard: the `SAVE` epoch whose snapshot already holds this shard.
@@ -371,6 +455,12 @@ impl<L: ShardLock<Shard>> Store<L> {
         }
         let store = Store {
             shards: shards.into_iter().map(L::new).collect(),
+            undo: Default::default(),
+            saves: SaveState {
+                last_save: AtomicU64::new(now_ms() / 1000),
+                last_bgsave_ok: true.into(),
+                ..Default::default()
+            },
             hasher,
             log,
             flipped: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
@@ -410,6 +500,76 @@ impl<L: ShardLock<Shard>> Store<L> {
             *seq = log.append(rec, rewrite)?;
         }
         Ok(())
+    }
+
+    /// Notes how to undo the changes of the write whose record is `seq` (called inside its
+    /// write critical section, right after the change): if that record fails, [`Store::recover`]
+    /// puts the old state back.
+    fn push_undo(&self, seq: u64, items: impl IntoIterator<Item = (usize, UndoOp)>) {
+        let Some(log) = &self.log else { return };
+        if seq == 0 {
+            return;
+        }
+        let mut u = self.undo.lock().unwrap_or_else(|e| e.into_inner());
+        u.items
+            .extend(items.into_iter().map(|(shard, op)| Undo { seq, shard, op }));
+        if u.items.len() >= u.prune_at.max(64) {
+            let horizon = log.undo_horizon();
+            u.items.retain(|x| x.seq > horizon);
+            u.prune_at = 2 * u.items.len();
+        }
+    }
+
+    /// Drops the undo information of records that are in the log (a connection calls it once
+    /// its writes are acknowledged, so that old values are not held longer than needed).
+    pub fn prune_undo(&self) {
+        let Some(log) = &self.log else { return };
+        let mut u = self.undo.lock().unwrap_or_else(|e| e.into_inner());
+        if u.items.is_empty() {
+            return;
+        }
+        let horizon = log.undo_horizon();
+        u.items.retain(|x| x.seq > horizon);
+        u.prune_at = 2 * u.items.len();
+        if u.items.is_empty() && u.items.capacity() > 4096 {
+            u.items = Vec::new();
+        }
+    }
+
+    /// After a failed log batch: takes every shard's write lock (so no reader sees the state
+    /// in between), undoes the changes of every failed record, newest first, and tells the
+    /// log. Nothing to do (and no lock taken) when no failure is pending.
+    pub async fn recover(&self) {
+        let Some(log) = &self.log else { return };
+        if log.rollback_from().is_none() {
+            return;
+        }
+        let mut guards = Vec::with_capacity(self.shards.len());
+        for s in self.shards.iter() {
+            guards.push(s.write().await);
+        }
+        // Every writer that appended a failed record pushed its undo before it released its
+        // shard; all of them are released now.
+        let Some(from) = log.rollback_from() else {
+            return;
+        };
+        let mut items =
+            std::mem::take(&mut self.undo.lock().unwrap_or_else(|e| e.into_inner()).items);
+        items.retain(|x| x.seq >= from);
+        // Same-key changes are ordered by their records (the shard lock orders them); undo
+        // newest first, and within one record in reverse.
+        items.sort_by_key(|x| x.seq);
+        for x in items.into_iter().rev() {
+            let g = &mut guards[x.shard];
+            match x.op {
+                UndoOp::Key { hash, key, old } => g.restore(hash, &key, old),
+                UndoOp::Expire { hash, key, old_at } => {
+                    g.set_expire(hash, &key, old_at);
+                }
+                UndoOp::Shard(old) => **g = *old,
+            }
+        }
+        log.rolled_back();
     }
 
     /// Removes up to two due entries of a shard the caller is writing anyway.
@@ -593,7 +753,10 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             },
         )?;
-        g.insert(h, key, Entry { value, expire_at });
+        let prev = g.insert(h, key, Entry { value, expire_at });
+        if self.log.is_some() {
+            self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+        }
         self.reclaim(&mut g, &mut clock);
         Ok(SetOutcome { stored: true, old })
     }
@@ -624,7 +787,10 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             },
         )?;
-        g.insert(h, key, Entry { value, expire_at });
+        let prev = g.insert(h, key, Entry { value, expire_at });
+        if self.log.is_some() {
+            self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+        }
         self.reclaim(&mut g, &mut clock);
         Ok(new)
     }
@@ -666,7 +832,10 @@ impl<L: ShardLock<Shard>> Store<L> {
                     }
                 },
             )?;
-            g.remove(h, key);
+            let prev = g.remove(h, key);
+            if self.log.is_some() {
+                self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+            }
         } else {
             let at = when as u64;
             let value = &e.value;
@@ -679,7 +848,10 @@ impl<L: ShardLock<Shard>> Store<L> {
                     }
                 },
             )?;
-            g.set_expire(h, key, at);
+            let old_at = g.set_expire(h, key, at);
+            if self.log.is_some() {
+                self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
+            }
         }
         Ok(true)
     }
@@ -705,7 +877,10 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             },
         )?;
-        g.set_expire(h, key, 0);
+        let old_at = g.set_expire(h, key, 0);
+        if self.log.is_some() {
+            self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
+        }
         Ok(true)
     }
 
@@ -743,20 +918,38 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             },
         )?;
+        let mut undo = Vec::with_capacity(doomed.len());
         for &(n, i) in &doomed {
             let g = &mut guards[idx.binary_search(&i).unwrap()];
-            g.remove(located[n].1, &keys[n]);
+            let h = located[n].1;
+            let prev = g.remove(h, &keys[n]);
+            if self.log.is_some() {
+                undo.push((i, undo_key(h, &keys[n], prev)));
+            }
         }
+        self.push_undo(*seq, undo);
         Ok(doomed.len() as i64)
     }
 
-    /// `MSET` of `pairs` (flattened key, value, key, value...); atomic across shards.
-    pub async fn mset(&self, kv: Vec<Vec<u8>>, seq: &mut u64) -> StoreResult<()> {
+    /// `MSET` of `pairs` (flattened key, value, key, value...); atomic across shards. With
+    /// `nx` (`MSETNX`): nothing is set if any of the keys exists; returns whether it set them.
+    pub async fn mset(&self, kv: Vec<Vec<u8>>, nx: bool, seq: &mut u64) -> StoreResult<bool> {
         let located: Vec<(usize, u64)> = kv.chunks(2).map(|p| self.locate(&p[0])).collect();
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
         for &i in &idx {
             guards.push(self.shards[i].write().await);
+        }
+        if nx {
+            let mut clock = Clock::new();
+            let exists = kv.chunks(2).zip(&located).any(|(p, &(i, h))| {
+                guards[idx.binary_search(&i).unwrap()]
+                    .get(h, &p[0])
+                    .is_some_and(|e| clock.live(e))
+            });
+            if exists {
+                return Ok(false);
+            }
         }
         self.log_append(
             seq,
@@ -774,10 +967,11 @@ impl<L: ShardLock<Shard>> Store<L> {
             },
         )?;
         let mut it = kv.into_iter();
+        let mut undo = Vec::with_capacity(located.len());
         for &(i, h) in &located {
             let (key, value) = (it.next().unwrap(), it.next().unwrap());
             let g = &mut guards[idx.binary_search(&i).unwrap()];
-            g.insert(
+            let prev = g.insert(
                 h,
                 &key,
                 Entry {
@@ -785,12 +979,160 @@ impl<L: ShardLock<Shard>> Store<L> {
                     expire_at: 0,
                 },
             );
+            if self.log.is_some() {
+                undo.push((i, undo_key(h, &key, prev)));
+            }
         }
+        self.push_undo(*seq, undo);
         let mut clock = Clock::new();
         for g in guards.iter_mut() {
             self.reclaim(g, &mut clock);
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// A read-modify-write of one key under its shard's write lock: `f` gets the live entry
+    /// (`None`: absent or expired) and the time, and says what to change and what to reply.
+    /// The change is logged, applied and made undoable like every write.
+    pub async fn update<R>(
+        &self,
+        key: &[u8],
+        seq: &mut u64,
+        f: impl FnOnce(Option<&Entry>, u64) -> StoreResult<(Change, R)>,
+    ) -> StoreResult<R> {
+        let (i, h) = self.locate(key);
+        let mut g = self.shards[i].write().await;
+        let mut clock = Clock::new();
+        let now = clock.now();
+        let live = g
+            .get(h, key)
+            .filter(|e| e.expire_at == 0 || e.expire_at > now);
+        let had = live.is_some();
+        let (change, r) = f(live, now)?;
+        match change {
+            Change::Keep => {}
+            Change::Put(e) => {
+                self.log_append(
+                    seq,
+                    |out| aof::put_set(out, key, &e.value, e.expire_at),
+                    |ep, out| {
+                        if self.flipped(i, ep) {
+                            aof::put_set(out, key, &e.value, e.expire_at)
+                        }
+                    },
+                )?;
+                let prev = g.insert(h, key, e);
+                if self.log.is_some() {
+                    self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+                }
+            }
+            Change::Del if had => {
+                self.log_append(
+                    seq,
+                    |out| aof::put_del(out, std::iter::once(key)),
+                    |ep, out| {
+                        if self.flipped(i, ep) {
+                            aof::put_del(out, std::iter::once(key))
+                        }
+                    },
+                )?;
+                let prev = g.remove(h, key);
+                if self.log.is_some() {
+                    self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+                }
+            }
+            Change::Del => {}
+            Change::Expire(at) if had => {
+                let value = &g.get(h, key).expect("live above").value;
+                self.log_append(
+                    seq,
+                    |out| aof::put_set(out, key, value, at),
+                    |ep, out| {
+                        if self.flipped(i, ep) {
+                            aof::put_set(out, key, value, at)
+                        }
+                    },
+                )?;
+                let old_at = g.set_expire(h, key, at);
+                if self.log.is_some() {
+                    self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
+                }
+            }
+            Change::Expire(_) => {}
+        }
+        self.reclaim(&mut g, &mut clock);
+        Ok(r)
+    }
+
+    /// `RENAME` (`nx`: `RENAMENX`): moves the value and its deadline; one record pair in one
+    /// append (the new key's `SET`, then the old key's `DEL`). Returns whether it moved.
+    pub async fn rename(
+        &self,
+        src: &[u8],
+        dst: &[u8],
+        nx: bool,
+        seq: &mut u64,
+    ) -> StoreResult<bool> {
+        let located = [self.locate(src), self.locate(dst)];
+        let idx = involved(&located);
+        let mut guards = Vec::with_capacity(idx.len());
+        for &i in &idx {
+            guards.push(self.shards[i].write().await);
+        }
+        let (si, sh) = located[0];
+        let (di, dh) = located[1];
+        let gs = idx.binary_search(&si).unwrap();
+        let gd = idx.binary_search(&di).unwrap();
+        let mut clock = Clock::new();
+        let Some(e) = guards[gs].get(sh, src).filter(|e| clock.live(e)).cloned() else {
+            return Err("ERR no such key".into());
+        };
+        if src == dst {
+            return Ok(!nx);
+        }
+        if nx && guards[gd].get(dh, dst).is_some_and(|e| clock.live(e)) {
+            return Ok(false);
+        }
+        self.log_append(
+            seq,
+            |out| {
+                aof::put_set(out, dst, &e.value, e.expire_at);
+                aof::put_del(out, std::iter::once(src));
+            },
+            |ep, out| {
+                if self.flipped(di, ep) {
+                    aof::put_set(out, dst, &e.value, e.expire_at);
+                }
+                if self.flipped(si, ep) {
+                    aof::put_del(out, std::iter::once(src));
+                }
+            },
+        )?;
+        let prev_src = guards[gs].remove(sh, src);
+        let prev_dst = guards[gd].insert(dh, dst, e);
+        if self.log.is_some() {
+            self.push_undo(
+                *seq,
+                [
+                    (si, undo_key(sh, src, prev_src)),
+                    (di, undo_key(dh, dst, prev_dst)),
+                ],
+            );
+        }
+        Ok(true)
+    }
+
+    /// A live key chosen at random, or `None` if there is none.
+    pub async fn random_key(&self) -> Option<Vec<u8>> {
+        let n = self.shards.len();
+        let first = rand::random::<usize>() % n;
+        for k in 0..n {
+            let g = self.shards[(first + k) % n].read().await;
+            if let Some(key) = g.random_live(now_ms()) {
+                return Some(key.to_vec());
+            }
+        }
+        None
     }
 
     /// `FLUSHALL`: waits for a running `SAVE` to end, then takes all write locks, in order.
@@ -807,9 +1149,14 @@ impl<L: ShardLock<Shard>> Store<L> {
         }
         // No SAVE runs, so nothing is asked for the new log.
         self.log_append(seq, aof::put_flushall, |_, _| {})?;
-        for g in guards.iter_mut() {
-            g.clear();
+        let mut undo = Vec::new();
+        for (i, g) in guards.iter_mut().enumerate() {
+            let old = std::mem::take(&mut **g);
+            if self.log.is_some() {
+                undo.push((i, UndoOp::Shard(Box::new(old))));
+            }
         }
+        self.push_undo(*seq, undo);
         Ok(())
     }
 
@@ -843,7 +1190,11 @@ impl<L: ShardLock<Shard>> Store<L> {
             self.flipped[i].store(snap.epoch, Ordering::Relaxed);
             drop(g);
         }
-        log.finish_rewrite(snap).await
+        let keys = log.finish_rewrite(snap).await?;
+        self.saves
+            .last_save
+            .store(now_ms() / 1000, Ordering::Relaxed);
+        Ok(keys)
     }
 
     /// One adaptive sweep pass: every shard with due entries is swept in chunks of up to
@@ -873,6 +1224,22 @@ impl<L: ShardLock<Shard>> Store<L> {
             .enumerate()
             .filter_map(|(i, s)| s.stats().map(|t| (i, t)))
             .collect()
+    }
+}
+
+fn undo_key(hash: u64, key: &[u8], old: Option<Entry>) -> UndoOp {
+    UndoOp::Key {
+        hash,
+        key: key.into(),
+        old,
+    }
+}
+
+fn undo_expire(hash: u64, key: &[u8], old_at: u64) -> UndoOp {
+    UndoOp::Expire {
+        hash,
+        key: key.into(),
+        old_at,
     }
 }
 

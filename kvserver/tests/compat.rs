@@ -341,3 +341,397 @@ async fn set_options_and_expiry_commands_reply_like_redis() {
         differ.join("\n")
     );
 }
+
+/// Runs `script` against both servers; returns the replies that differ.
+async fn differ(p: &mut Pair, script: &[&[&str]]) -> Vec<String> {
+    let mut differ = Vec::new();
+    for args in script {
+        let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let (mut a, mut b) = both(&mut p.ours, &mut p.theirs, &raw).await;
+        if args[0].ends_with("TTL") {
+            (a, b) = (ttl_class(&a), ttl_class(&b));
+        }
+        if a != b {
+            differ.push(format!("{args:?}: ours {a} redis {b}"));
+        }
+    }
+    differ
+}
+
+/// Issue 20's commands, their options, edge cases and errors, against redis-server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_and_keyspace_commands_reply_like_redis() {
+    let Some(mut p) = pair().await else {
+        return;
+    };
+    let script: &[&[&str]] = &[
+        // TYPE, APPEND, STRLEN
+        &["TYPE", "k"],
+        &["APPEND", "k", "Hello"],
+        &["APPEND", "k", " World"],
+        &["GET", "k"],
+        &["TYPE", "k"],
+        &["STRLEN", "k"],
+        &["STRLEN", "nokey"],
+        &["APPEND", "k"],
+        &["STRLEN"],
+        &["SET", "t", "v", "EX", "100"],
+        &["APPEND", "t", "w"],
+        &["TTL", "t"],
+        // GETRANGE
+        &["GETRANGE", "k", "0", "3"],
+        &["GETRANGE", "k", "-3", "-1"],
+        &["GETRANGE", "k", "0", "-1"],
+        &["GETRANGE", "k", "10", "100"],
+        &["GETRANGE", "k", "5", "3"],
+        &["GETRANGE", "k", "-1", "-5"],
+        &["GETRANGE", "k", "-100", "2"],
+        &["GETRANGE", "k", "0", "-100"],
+        &["GETRANGE", "k", "100", "200"],
+        &["GETRANGE", "nokey", "0", "-1"],
+        &["GETRANGE", "k", "a", "1"],
+        &["GETRANGE", "k", "0", "b"],
+        &["GETRANGE", "k", "0"],
+        // SETRANGE
+        &["SETRANGE", "k", "6", "Redis"],
+        &["GET", "k"],
+        &["SETRANGE", "r", "5", "x"],
+        &["GET", "r"],
+        &["SETRANGE", "r2", "3", ""],
+        &["EXISTS", "r2"],
+        &["SETRANGE", "k", "0", ""],
+        &["SETRANGE", "k", "-1", "x"],
+        &["SETRANGE", "k", "x", "x"],
+        &["SETRANGE", "k", "1099511627776", "x"],
+        &["SETRANGE", "t", "0", "abc"],
+        &["TTL", "t"],
+        // SETNX, SETEX, PSETEX
+        &["SETNX", "n", "1"],
+        &["SETNX", "n", "2"],
+        &["GET", "n"],
+        &["SETEX", "e", "100", "v"],
+        &["TTL", "e"],
+        &["GET", "e"],
+        &["SETEX", "e", "0", "v"],
+        &["SETEX", "e", "-5", "v"],
+        &["SETEX", "e", "abc", "v"],
+        &["SETEX", "e", "9223372036854775807", "v"],
+        &["SETEX", "e", "100"],
+        &["PSETEX", "pe", "100000", "v"],
+        &["PTTL", "pe"],
+        &["PSETEX", "pe", "0", "v"],
+        &["PSETEX", "pe", "9223372036854775807", "v"],
+        &["PSETEX", "pe", "x", "v"],
+        // GETSET, GETDEL
+        &["GETSET", "gs", "a"],
+        &["GETSET", "gs", "b"],
+        &["GET", "gs"],
+        &["SETEX", "gst", "100", "v"],
+        &["GETSET", "gst", "w"],
+        &["TTL", "gst"],
+        &["GETDEL", "gs"],
+        &["GETDEL", "gs"],
+        &["EXISTS", "gs"],
+        &["GETDEL"],
+        // GETEX
+        &["SET", "x", "v"],
+        &["GETEX", "x"],
+        &["TTL", "x"],
+        &["GETEX", "x", "EX", "100"],
+        &["TTL", "x"],
+        &["GETEX", "x", "PERSIST"],
+        &["TTL", "x"],
+        &["GETEX", "x", "PX", "100000"],
+        &["PTTL", "x"],
+        &["GETEX", "x", "EXAT", "9999999999"],
+        &["TTL", "x"],
+        &["GETEX", "x", "EX", "100", "PX", "100"],
+        &["GETEX", "x", "EX", "100", "EX", "200"],
+        &["GETEX", "x", "PERSIST", "EX", "100"],
+        &["GETEX", "x", "EX", "100", "PERSIST"],
+        &["GETEX", "x", "EX"],
+        &["GETEX", "x", "FOO"],
+        &["GETEX", "x", "EX", "abc"],
+        &["GETEX", "x", "EX", "0"],
+        &["GETEX", "x", "EX", "-1"],
+        &["GETEX", "nokey", "EX", "abc"],
+        &["GETEX", "nokey", "EX", "100"],
+        &["GETEX", "x", "PXAT", "1"],
+        &["EXISTS", "x"],
+        // MSETNX
+        &["MSETNX", "m1", "a", "m2", "b"],
+        &["MGET", "m1", "m2"],
+        &["MSETNX", "m2", "c", "m3", "d"],
+        &["EXISTS", "m3"],
+        &["MSETNX", "m4", "a", "m4", "b"],
+        &["GET", "m4"],
+        &["MSETNX", "m5"],
+        &["MSETNX", "m5", "a", "m6"],
+        // INCRBYFLOAT
+        &["SET", "f", "10.50"],
+        &["INCRBYFLOAT", "f", "0.1"],
+        &["INCRBYFLOAT", "f", "-5"],
+        &["SET", "f2", "5.0e3"],
+        &["INCRBYFLOAT", "f2", "2.0e2"],
+        &["INCRBYFLOAT", "f3", "3"],
+        &["INCRBYFLOAT", "f3", "1.5"],
+        &["INCRBYFLOAT", "f3", "-4.5"],
+        &["INCRBYFLOAT", "f3", "abc"],
+        &["INCRBYFLOAT", "f3", ""],
+        &["INCRBYFLOAT", "f3", " 1"],
+        &["INCRBYFLOAT", "f3", "nan"],
+        &["INCRBYFLOAT", "f3", "inf"],
+        &["INCRBYFLOAT", "k", "1"],
+        &["INCRBYFLOAT", "g1", "0.1"],
+        &["INCRBYFLOAT", "g1", "0.2"],
+        &["INCRBYFLOAT", "g2", "1000.1"],
+        &["INCRBYFLOAT", "g2", "0.2"],
+        &["INCRBYFLOAT", "g3", "123456.789"],
+        &["INCRBYFLOAT", "g3", "-1e-3"],
+        &["INCRBYFLOAT", "g4", "1.5e-10"],
+        &["INCRBYFLOAT", "g4", "1e20"],
+        &["INCRBYFLOAT", "g5", "+.5"],
+        &["INCRBYFLOAT", "g5", "5."],
+        &["INCRBYFLOAT", "g5", "-6"],
+        &["INCRBYFLOAT", "g6", "1e5000"],
+        &["INCRBYFLOAT", "g6", "1e-5000"],
+        &["INCRBYFLOAT", "g6", "5e"],
+        &["INCRBYFLOAT", "g6", "-Infinity"],
+        &["INCRBYFLOAT", "g6", "1 "],
+        &["INCRBYFLOAT", "g7", "3.14159265358979323846264338327950288"],
+        &["INCRBYFLOAT", "g7", "2.71828182845904523536"],
+        &["SET", "i", "7"],
+        &["INCRBYFLOAT", "i", "0.25"],
+        &["EXPIRE", "i", "100"],
+        &["INCRBYFLOAT", "i", "1"],
+        &["TTL", "i"],
+        // RENAME, RENAMENX
+        &["SET", "a", "1"],
+        &["RENAME", "a", "b"],
+        &["GET", "a"],
+        &["GET", "b"],
+        &["RENAME", "a", "b"],
+        &["RENAME", "b", "b"],
+        &["RENAMENX", "b", "b"],
+        &["SET", "c", "2"],
+        &["RENAMENX", "b", "c"],
+        &["RENAMENX", "b", "d"],
+        &["MGET", "b", "c", "d"],
+        &["EXPIRE", "d", "100"],
+        &["RENAME", "d", "e2"],
+        &["TTL", "e2"],
+        &["RENAME", "c", "e2"],
+        &["TTL", "e2"],
+        &["GET", "e2"],
+        &["RENAMENX", "nokey", "z"],
+        &["RENAME", "a"],
+        // UNLINK, TOUCH
+        &["TOUCH", "e2", "nokey", "e2"],
+        &["UNLINK", "e2", "nokey", "e2"],
+        &["UNLINK", "e2"],
+        &["TOUCH", "e2"],
+        &["UNLINK"],
+        &["TOUCH"],
+        // arity and unknown subcommands
+        &["TYPE"],
+        &["SETNX", "n"],
+        &["INCRBYFLOAT", "f"],
+        &["RANDOMKEY", "x"],
+        &["TIME", "x"],
+        &["LASTSAVE", "x"],
+        &["CLIENT", "SETNAME"],
+        &["CLIENT", "SETNAME", "a b"],
+        &["CLIENT", "SETNAME", "a", "b"],
+        &["CLIENT", "GETNAME"],
+        &["CLIENT", "SETNAME", "kv-test"],
+        &["CLIENT", "GETNAME"],
+        &["CLIENT", "SETNAME", ""],
+        &["CLIENT", "GETNAME"],
+        &["CLIENT", "NOSUCH"],
+        &["CLIENT", "LIST", "TYPE", "bogus"],
+        &["CLIENT", "LIST", "FOO"],
+        &["COMMAND", "NOSUCH"],
+        &["COMMAND", "COUNT", "x"],
+        &["SHUTDOWN", "FOO"],
+        &["SHUTDOWN", "SAVE", "NOSAVE"],
+        &["SHUTDOWN", "ABORT"],
+        &["SHUTDOWN", "ABORT", "NOW"],
+        &["BGSAVE", "FOO"],
+        &["FLUSHALL"],
+        &["RANDOMKEY"],
+        &["SET", "only", "1"],
+        &["RANDOMKEY"],
+    ];
+    let d = differ(&mut p, script).await;
+    assert!(
+        d.is_empty(),
+        "{} replies differ:\n{}",
+        d.len(),
+        d.join("\n")
+    );
+}
+
+/// The replies whose values differ by nature (the time, the ids, the table sizes) agree in
+/// shape: `TIME`, `LASTSAVE`, `BGSAVE`, `CLIENT LIST` and `CLIENT INFO` fields, and every
+/// command in this server's `COMMAND` table is one redis-server has, with the same arity, key
+/// positions and group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_saves_client_list_and_command_table_agree_with_redis() {
+    let Some(mut p) = pair().await else {
+        return;
+    };
+    for con in [&mut p.ours, &mut p.theirs] {
+        let t: Vec<String> = within("time", redis::cmd("TIME").query_async(con))
+            .await
+            .unwrap();
+        let secs: u64 = t[0].parse().unwrap();
+        let micros: u64 = t[1].parse().unwrap();
+        assert!(
+            secs.abs_diff(store_now() / 1000) < 60 && micros < 1_000_000,
+            "{t:?}"
+        );
+        let last: u64 = within("lastsave", redis::cmd("LASTSAVE").query_async(con))
+            .await
+            .unwrap();
+        assert!(last <= secs + 1 && secs - last < 3600, "LASTSAVE {last}");
+        let r: String = within("bgsave", redis::cmd("BGSAVE").query_async(con))
+            .await
+            .unwrap();
+        assert_eq!(r, "Background saving started");
+    }
+    // CLIENT LIST and CLIENT INFO: the same fields in the same order.
+    let fields = |line: &str| -> Vec<String> {
+        line.split_whitespace()
+            .map(|f| f.split('=').next().unwrap().to_string())
+            .collect()
+    };
+    let mut lists = Vec::new();
+    for con in [&mut p.ours, &mut p.theirs] {
+        let l: String = within(
+            "client list",
+            redis::cmd("CLIENT").arg("LIST").query_async(con),
+        )
+        .await
+        .unwrap();
+        let i: String = within(
+            "client info",
+            redis::cmd("CLIENT").arg("INFO").query_async(con),
+        )
+        .await
+        .unwrap();
+        assert!(l.ends_with('\n') && i.ends_with('\n'), "{l:?} {i:?}");
+        lists.push((fields(l.lines().next().unwrap()), fields(&i)));
+    }
+    // Fields Redis 7.2+ added beyond 7.0's are not compared.
+    let known = &lists[0].0;
+    let theirs: Vec<String> = lists[1]
+        .0
+        .iter()
+        .filter(|f| known.contains(f))
+        .cloned()
+        .collect();
+    assert_eq!(
+        &lists[0].0[..theirs.len()],
+        &theirs[..],
+        "CLIENT LIST fields"
+    );
+    assert_eq!(lists[0].0, lists[0].1, "CLIENT INFO fields");
+
+    // COMMAND: each of ours is in redis-server's table, alike.
+    let ours: Vec<Value> = within("command", redis::cmd("COMMAND").query_async(&mut p.ours))
+        .await
+        .unwrap();
+    let count: usize = within(
+        "count",
+        redis::cmd("COMMAND").arg("COUNT").query_async(&mut p.ours),
+    )
+    .await
+    .unwrap();
+    assert_eq!(count, ours.len());
+    let theirs_count: usize = within(
+        "count",
+        redis::cmd("COMMAND")
+            .arg("COUNT")
+            .query_async(&mut p.theirs),
+    )
+    .await
+    .unwrap();
+    assert!(count <= theirs_count);
+    let key = |v: &Value| -> (String, Vec<i64>) {
+        let Value::Array(items) = v else {
+            panic!("{v:?}")
+        };
+        let name = match &items[0] {
+            Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::SimpleString(s) => s.clone(),
+            other => panic!("{other:?}"),
+        };
+        let ints = [1, 3, 4, 5]
+            .iter()
+            .map(|&i| match items[i] {
+                Value::Int(n) => n,
+                ref other => panic!("{other:?}"),
+            })
+            .collect();
+        (name, ints)
+    };
+    let mut bad = Vec::new();
+    for entry in &ours {
+        let (name, ints) = key(entry);
+        let info: Vec<Value> = within(
+            "command info",
+            redis::cmd("COMMAND")
+                .arg("INFO")
+                .arg(&name)
+                .query_async(&mut p.theirs),
+        )
+        .await
+        .unwrap();
+        match info.first() {
+            Some(v @ Value::Array(_)) => {
+                let (_, theirs) = key(v);
+                if theirs != ints {
+                    bad.push(format!("{name}: ours {ints:?}, redis {theirs:?}"));
+                }
+            }
+            other => bad.push(format!(
+                "{name}: redis-server has no such command ({other:?})"
+            )),
+        }
+        // COMMAND DOCS: the same group.
+        let mut groups = Vec::new();
+        for con in [&mut p.ours, &mut p.theirs] {
+            let docs: Vec<Value> = within(
+                "docs",
+                redis::cmd("COMMAND")
+                    .arg("DOCS")
+                    .arg(&name)
+                    .query_async(con),
+            )
+            .await
+            .unwrap();
+            let mut group = String::new();
+            if let Some(Value::Array(fields)) = docs.get(1) {
+                for pair in fields.chunks(2) {
+                    if let [Value::BulkString(k), Value::BulkString(v)] = pair {
+                        if k == b"group" {
+                            group = String::from_utf8_lossy(v).into_owned();
+                        }
+                    }
+                }
+            }
+            groups.push(group);
+        }
+        if groups[0] != groups[1] {
+            bad.push(format!(
+                "{name}: group ours {:?}, redis {:?}",
+                groups[0], groups[1]
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "COMMAND differs:\n{}", bad.join("\n"));
+}
+
+fn store_now() -> u64 {
+    kvserver::store::now_ms()
+}

@@ -1128,3 +1128,158 @@ async fn pipelined_writes_share_one_batch() {
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     }
 }
+
+/// Sends all of `req` before reading anything (as redis-py's `pipeline.execute()` does with
+/// one `sendall()`), then reads until `replies` CRLF-terminated replies came; returns them.
+async fn send_all_then_read(addr: SocketAddr, req: &[u8], replies: usize) -> Vec<u8> {
+    let deadline = Duration::from_secs(120);
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    tokio::time::timeout(deadline, s.write_all(req))
+        .await
+        .expect("the server stopped reading the pipeline (its replies are not being taken)")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut lines = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    while lines < replies {
+        let n = tokio::time::timeout(deadline, s.read(&mut buf))
+            .await
+            .expect("replies stalled")
+            .unwrap();
+        assert!(n > 0, "closed after {lines} of {replies} replies");
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count();
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
+/// Issue 20, defect 2: a pipeline of 1M GETs and one of 1M SETs, each sent whole before the
+/// client reads a byte, are answered in full (the server reads and writes concurrently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_pipeline_sent_before_reading_is_answered() {
+    let dir = TempDir::new("huge-pipeline");
+    let srv = start(config(LockKind::Rwsem, Some(dir.path()))).await;
+    let mut c = connect(srv.addr).await;
+    let () = cmd(&mut c, &["SET", "k", "value"]).await.unwrap();
+    const N: usize = 1_000_000;
+    let req = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(N);
+    let got = send_all_then_read(srv.addr, &req, 2 * N).await;
+    assert_eq!(got.len(), N * b"$5\r\nvalue\r\n".len());
+    assert!(got.starts_with(b"$5\r\nvalue\r\n$5\r\nvalue\r\n"));
+    let mut req = Vec::with_capacity(N * 40);
+    for i in 0..N {
+        let k = format!("s{i:07}");
+        req.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n$8\r\n{k}\r\n$1\r\nv\r\n").as_bytes());
+    }
+    let got = send_all_then_read(srv.addr, &req, N).await;
+    assert_eq!(got, b"+OK\r\n".repeat(N));
+    assert_eq!(cmd::<i64>(&mut c, &["DBSIZE"]).await.unwrap(), N as i64 + 1);
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// A client that sends without ever reading is cut off once its unread replies pass the
+/// output buffer limit for the grace period (Redis' `client-output-buffer-limit`), and the
+/// server goes on serving the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_cut_off_at_the_output_limit() {
+    let mut cfg = config(LockKind::Rwsem, None);
+    cfg.output_buffer_limit = 1 << 20;
+    cfg.output_buffer_grace = Duration::from_millis(500);
+    let srv = start(cfg).await;
+    let mut c = connect(srv.addr).await;
+    let () = cmd(&mut c, &["SET", "big", &"x".repeat(100_000)])
+        .await
+        .unwrap();
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    let req = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(100);
+    let cut = within("cut off", async {
+        loop {
+            if s.write_all(&req).await.is_err() {
+                break;
+            }
+            let info: String = cmd(&mut c, &["INFO", "stats"]).await.unwrap();
+            if info.contains("client_output_buffer_limit_disconnections:1") {
+                break;
+            }
+        }
+    });
+    cut.await;
+    let info: String = cmd(&mut c, &["INFO", "stats"]).await.unwrap();
+    assert!(
+        info.contains("client_output_buffer_limit_disconnections:1"),
+        "{info}"
+    );
+    assert_eq!(cmd::<String>(&mut c, &["PING"]).await.unwrap(), "PONG");
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// `SHUTDOWN`: `SAVE` writes a snapshot first, the server stops on its own with the log
+/// flushed, and a restart has the data; a bad option is an error and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_command_stops_the_server() {
+    for (opt, snapshot) in [("SAVE", true), ("NOSAVE", false)] {
+        let dir = TempDir::new("shutdown");
+        let cfg = config(LockKind::Rwsem, Some(dir.path()));
+        let mut srv = start(cfg.clone()).await;
+        let mut c = connect(srv.addr).await;
+        let () = cmd(&mut c, &["SET", "k", "v"]).await.unwrap();
+        let e = cmd::<()>(&mut c, &["SHUTDOWN", "SOON"]).await.unwrap_err();
+        assert!(e.to_string().contains("syntax error"), "{e}");
+        assert!(cmd::<()>(&mut c, &["SHUTDOWN", opt]).await.is_err());
+        within("the server stops", srv.wait()).await.unwrap();
+        let dumps = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                let n = e.as_ref().unwrap().file_name();
+                let n = n.to_string_lossy();
+                n.starts_with("dump-") && n.ends_with(".kvs")
+            })
+            .count();
+        assert_eq!(dumps > 0, snapshot, "SHUTDOWN {opt}: {dumps} snapshots");
+        let srv = start(cfg).await;
+        let mut c = connect(srv.addr).await;
+        let v: String = cmd(&mut c, &["GET", "k"]).await.unwrap();
+        assert_eq!(v, "v");
+        drop(c);
+        within("stop", srv.stop()).await.unwrap();
+    }
+}
+
+/// `kvserver --help` starts with the server's own description.
+#[test]
+fn help_describes_the_server() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvserver"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.starts_with("kvserver: a Redis-protocol (RESP2) key-value server"),
+        "{text}"
+    );
+    assert!(text.contains("--client-output-buffer-limit"), "{text}");
+}
+
+/// A pipeline whose replies pass the output limit many times over, sent whole and then
+/// half-closed: the server pauses reading while the client takes replies, and every request
+/// is answered before the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_over_the_output_limit_is_answered_in_full() {
+    let mut cfg = config(LockKind::Rwsem, None);
+    cfg.output_buffer_limit = 64 << 10;
+    let srv = start(cfg).await;
+    let mut c = connect(srv.addr).await;
+    let () = cmd(&mut c, &["SET", "v", &"y".repeat(1000)]).await.unwrap();
+    let n = 5000;
+    let mut req = b"*2\r\n$3\r\nGET\r\n$1\r\nv\r\n".repeat(n);
+    req.extend_from_slice(b"PING\r\n");
+    let got = raw(srv.addr, &req, true).await;
+    let one = format!("$1000\r\n{}\r\n", "y".repeat(1000));
+    assert_eq!(got.len(), n * one.len() + b"+PONG\r\n".len());
+    assert!(got.ends_with(b"+PONG\r\n"));
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}

@@ -16,7 +16,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::count::{HANDOFF, WAITERS};
 use super::list::WaiterKind;
 use super::RawRwLock;
-use crate::loom::lock;
 
 impl RawRwLock {
     /// Releases a lock of `kind` fairly: if anyone is queued at the time, the head is
@@ -40,7 +39,7 @@ impl RawRwLock {
     /// only under the wait lock, and implies `WAITERS`: the list is checked under it.
     #[cold]
     fn handoff_to_head(&self) {
-        let list = lock(&self.wait_list);
+        let list = self.wait_lock();
         if !list.is_empty() {
             self.count.fetch_or(HANDOFF, Relaxed);
         }

@@ -35,17 +35,21 @@ use crate::loom::{AtomicU8, UnsafeCell};
 #[repr(u8)]
 pub(crate) enum NodeState {
     /// Not linked. Only the owning future knows the node: it may touch every field
-    /// without the wait lock, and may drop it. Every node starts here; the owner comes
-    /// back here when it took the lock itself under the wait lock (a queued writer or
-    /// upgrade), and when it cancels.
+    /// without the wait lock, and may drop it. Every node starts here, and comes back
+    /// here when its owner cancels.
     Idle = 0,
     /// Linked in the wait list. Its links, waker and queue time are touched only under the
     /// wait lock, by the owner (re-polls) and by wakers. The owner must unlink it, under
     /// the wait lock, before the node may be dropped (its future's `Drop` does).
     Waiting = 1,
-    /// Unlinked by a waker that took the lock on the owner's behalf (the count word holds
-    /// it already). The waker's store of `Granted` (`Release`) is its last touch: an owner
-    /// that loads it (`Acquire`) owns the lock and may drop the node at once.
+    /// Not linked, and the count word holds the lock for the owner: a waker took it on the
+    /// owner's behalf and unlinked the node (the waker's store of `Granted`, `Release`, is
+    /// its last touch: an owner that loads it, `Acquire`, owns the lock and may drop the
+    /// node at once); or the owner took it itself under the wait lock (a queued writer or
+    /// upgrade, unlinked; a reader that found the lock free on its way to the queue, never
+    /// linked), and says so here before the wait lock is released and foreign code runs.
+    /// Either way the owner's future completes at its next poll, or releases the lock
+    /// when dropped.
     Granted = 2,
 }
 
@@ -330,9 +334,9 @@ impl WaitList {
 }
 
 /// Capacity of a [`WakeList`]: a full reader batch plus one writer.
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
 const WAKE_LIST_CAP: usize = super::policy::MAX_READER_WAKE_BATCH + 1;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 const WAKE_LIST_CAP: usize = 16;
 
 /// Wakers collected under the wait lock, called after it is released. Lives on the stack:
@@ -410,5 +414,5 @@ impl Drop for WakeList {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 mod tests;

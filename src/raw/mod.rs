@@ -50,7 +50,8 @@
 //!   granted, writers fell to 4% of the operations of mixed-40-40, with none, readers to
 //!   9-11%); a head reader means every queued reader,
 //!   skipping writers, up to the batch limit, is granted in one atomic add (with at most
-//!   one queued upgradable reader); a head upgrade is granted the write lock when only its
+//!   one queued upgradable reader; under `strict_order` or a zero handoff timeout only the
+//!   run of readers at the head, up to the first waiter it cannot take); a head upgrade is granted the write lock when only its
 //!   own read bias is left. [`RawRwLock::grant`] is the one place a node is granted.
 //! - **The waiter's side** ([`waiter`]): the lock future ([`LockFuture`]), its re-polls,
 //!   and cancellation: dropping a pending acquire unlinks its node; if it was the head the
@@ -89,12 +90,15 @@ pub(crate) use waiter::LockFuture;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use self::count::{LOCK_MASK, READER_SHIFT, READ_FAIL, WRITER_LOCKED};
+use self::count::{
+    HANDOFF, LOCK_MASK, OWNER_PENDING, READER_SHIFT, READ_FAIL, RESERVED, UPGRADABLE, WAITERS,
+    WRITER_LOCKED,
+};
 use self::list::{WaitList, WaiterKind, WakeList};
 use self::policy::{Policy, StoredPolicy};
 use self::spin::SpinState;
 use self::stats::Counters;
-use crate::loom::{lock, spin_loop, AtomicUsize, Mutex};
+use crate::loom::{lock, spin_loop, AtomicUsize, Mutex, MutexGuard};
 
 /// Defines `RawRwLock::new`, `const` or not.
 macro_rules! define_new {
@@ -152,9 +156,9 @@ impl RawRwLock {
 
     // `new`, once: `const` where the atomics allow it (loom's cannot be built in a
     // `const fn`).
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     define_new!(const);
-    #[cfg(loom)]
+    #[cfg(all(test, async_rwsem_loom))]
     define_new!();
 
     /// The policy, as stored (see [`StoredPolicy`]).
@@ -204,9 +208,52 @@ impl RawRwLock {
     #[inline]
     fn with_wait_list<R>(&self, f: impl FnOnce(&mut WaitList, &mut WakeList) -> R) -> R {
         let mut wakers = WakeList::new();
-        let result = f(&mut lock(&self.wait_list), &mut wakers);
+        let result = f(&mut self.wait_lock(), &mut wakers);
         wakers.wake_all();
         result
+    }
+
+    /// Takes the wait lock. Every path takes it here, so that its release checks the
+    /// invariants that tie the count word to the list ([`WaitLock`]).
+    #[inline]
+    fn wait_lock(&self) -> WaitLock<'_> {
+        WaitLock {
+            raw: self,
+            list: lock(&self.wait_list),
+        }
+    }
+
+    /// The invariants of the count word (`count.rs`) and of the wait list that hold
+    /// whenever the wait lock is released: `WAITERS` is set exactly when the list is not
+    /// empty; `HANDOFF` implies `WAITERS`; `WRITER_LOCKED` and `UPGRADABLE` are never both
+    /// set (a writer excludes the upgradable reader, whose upgrade trades one bit for the
+    /// other in one step); `UPGRADABLE` comes with its reader's bias; the reserved bits
+    /// are clear. (`WAITERS` and `HANDOFF` change only under the wait lock, so the first
+    /// two are exact here; the others hold at every instant.)
+    fn check_invariants(&self, list: &WaitList) {
+        let count = self.count.load(Relaxed);
+        assert_eq!(
+            count & WAITERS != 0,
+            !list.is_empty(),
+            "WAITERS must be set exactly when the wait list is not empty (count {count:#x})"
+        );
+        assert!(
+            count & HANDOFF == 0 || count & WAITERS != 0,
+            "HANDOFF without WAITERS (count {count:#x})"
+        );
+        assert!(
+            count & (WRITER_LOCKED | UPGRADABLE) != WRITER_LOCKED | UPGRADABLE,
+            "a writer beside the upgradable reader (count {count:#x})"
+        );
+        assert!(
+            count & UPGRADABLE == 0 || count::readers(count) > 0,
+            "UPGRADABLE without its reader's bias (count {count:#x})"
+        );
+        assert!(
+            count & OWNER_PENDING == 0 || count & WRITER_LOCKED != 0,
+            "OWNER_PENDING without a writer (count {count:#x})"
+        );
+        assert_eq!(count & RESERVED, 0, "reserved bits set (count {count:#x})");
     }
 
     /// Releases the lock on behalf of a waiter of `kind` that owns it.
@@ -243,7 +290,7 @@ impl RawRwLock {
 
     /// Starts the count word at `count` (tests only: a lock with readers already "inside"
     /// to reach the overflow guard without billions of guards).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(async_rwsem_loom)))]
     pub(crate) fn set_count_for_tests(&self, count: usize) {
         self.count
             .store(count, std::sync::atomic::Ordering::Release);
@@ -259,6 +306,41 @@ impl RawRwLock {
     #[cfg(test)]
     pub(crate) fn queue_len(&self) -> usize {
         lock(&self.wait_list).len()
+    }
+}
+
+/// The wait lock, held (from [`RawRwLock::wait_lock`]): the list, and the lock whose
+/// invariants its release checks ([`RawRwLock::check_invariants`]) in debug builds and in
+/// the loom models (built with optimisations, hence checked apart), so that every
+/// interleaving a model explores and every debug test checks them at every release of
+/// the wait lock. Not while unwinding: a second panic would abort.
+pub(crate) struct WaitLock<'a> {
+    raw: &'a RawRwLock,
+    list: MutexGuard<'a, WaitList>,
+}
+
+impl std::ops::Deref for WaitLock<'_> {
+    type Target = WaitList;
+
+    #[inline]
+    fn deref(&self) -> &WaitList {
+        &self.list
+    }
+}
+
+impl std::ops::DerefMut for WaitLock<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut WaitList {
+        &mut self.list
+    }
+}
+
+impl Drop for WaitLock<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if cfg!(any(debug_assertions, all(test, async_rwsem_loom))) && !std::thread::panicking() {
+            self.raw.check_invariants(&self.list);
+        }
     }
 }
 
@@ -284,7 +366,7 @@ impl SpinClock {
     /// Has the spin used up `budget` after `rounds` rounds?
     #[inline]
     fn over(&mut self, budget: Duration, rounds: u32) -> bool {
-        if cfg!(loom) {
+        if cfg!(all(test, async_rwsem_loom)) {
             rounds >= 2
         } else if rounds < Self::FREE_ROUNDS {
             false

@@ -17,12 +17,12 @@ pub const MAX_READER_WAKE_BATCH: usize = 256;
 /// use async_rwsem::{Policy, RwLock};
 ///
 /// // A lock for short sections shared by many writers: spin a little longer, and hand the
-/// // lock to a starving waiter after 1 ms instead of the default.
+/// // lock to a starving waiter after 250 us instead of the default 1 ms.
 /// static CONFIG: RwLock<u32> = RwLock::with_policy(
 ///     0,
 ///     Policy::new()
 ///         .writer_spin(Duration::from_micros(20))
-///         .handoff_timeout(Duration::from_millis(1)),
+///         .handoff_timeout(Duration::from_micros(250)),
 /// );
 /// # let _ = &CONFIG;
 /// ```
@@ -50,7 +50,8 @@ pub struct Policy {
     /// lost the race for the lock gets the handoff at once, whatever the timeout.
     /// `Duration::MAX` disables every handoff (and with it the bound on unfairness);
     /// `Duration::ZERO` hands the lock to the head at every release, and no queued waiter
-    /// passes another: first come, first served once a queue has formed, except that a
+    /// passes another (a grant of the queued readers stops at the first writer): first
+    /// come, first served once a queue has formed, except that a
     /// task arriving in the instant between a release and its grant may take the free
     /// lock once (after which the head gets the handoff).
     pub handoff_timeout: Duration,
@@ -67,7 +68,10 @@ pub struct Policy {
     /// whatever the spins before it taught.
     pub adaptive_spin: bool,
     /// No arrival passes a non-empty queue: with waiters queued, no reader steals the lock
-    /// (or spins for it); it queues behind them, as writers always do. Off by default
+    /// (or spins for it) and no writer takes it (even while a woken head has not run yet);
+    /// each queues behind them. Nor does a queued waiter pass another: a grant of the
+    /// queued readers stops at the first writer (a pending writer holds back the readers
+    /// queued after it). Off by default
     /// (stealing is where the throughput comes from, and the handoff bounds its
     /// unfairness); [`Policy::fifo`] turns it on with the rest of a strict order.
     pub strict_order: bool,
@@ -94,8 +98,8 @@ impl Policy {
     /// (`cargo run --release -p bench -- --sweep`): 1 ms kept the 240-writer
     /// case fair and the readers of the awaiting 8+8 case above a third of the operations,
     /// where the kernel's 4 ms did not. 10 us of spin is the kernel's writer figure; one
-    /// yield measured better than none. The README's *Performance* section has the
-    /// figures.
+    /// yield measured better than none. The figures are in the repository's
+    /// `docs/performance.md`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -196,7 +200,7 @@ impl Policy {
     /// the lock at every release) and no writer yields (a writer's first `Pending` queues
     /// it). Acquires that need not wait still take the fast paths, and a task that finds
     /// the lock held with nobody queued may still spin for it. What the order costs in
-    /// throughput is in the README's *Performance* section.
+    /// throughput is in the repository's `docs/performance.md`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -402,7 +406,7 @@ const fn encode_handoff(d: Duration) -> u32 {
         }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 mod tests {
     use super::*;
 

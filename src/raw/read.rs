@@ -8,25 +8,25 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::count::*;
-use super::list::Waiter;
+use super::list::{NodeState, Waiter};
 use super::spin::Spinner;
 use super::stats::lockevent;
 use super::{backoff, RawRwLock, SpinClock};
 
 impl RawRwLock {
-    /// The read fast path: one `fetch_add`. On failure returns the count word with our
-    /// bias still in it, for [`read_slowpath`](Self::read_slowpath).
+    /// The read fast path: one `fetch_add`. Returns `true` with a read lock owned; on
+    /// `false` the bias is still in the count, and the caller must take it over as a
+    /// [`ReaderBias`] at once (the lock future does: [`ReaderBias::adopt`]).
     #[inline]
-    pub(crate) fn read_fast(&self) -> Result<(), usize> {
+    pub(crate) fn read_fast(&self) -> bool {
         let old = self.count.fetch_add(READER_BIAS, Acquire);
         // With no flag set, `old` is the readers' biases (plus, maybe, `UPGRADABLE`, which
         // is below one bias): below the limit means room for us.
-        if old & READ_FAILED_MASK == 0 && old < self.read_limit() {
+        let ok = old & READ_FAILED_MASK == 0 && old < self.read_limit();
+        if ok {
             lockevent!(self, rlock_fast);
-            Ok(())
-        } else {
-            Err(old.wrapping_add(READER_BIAS))
         }
+        ok
     }
 
     /// Takes a read lock if that needs no waiting: no writer, nobody queued, no handoff.
@@ -68,17 +68,21 @@ impl RawRwLock {
         }
     }
 
-    /// The read slow path up to the queue, entered with our bias in `count`: steal the
-    /// lock, or spin for it (policy `reader_spin`). Returns `true` if we own a read lock;
-    /// `false` if the reader must queue, with its bias in the count (for
-    /// [`read_queue`](Self::read_queue), after
-    /// [`clone_waker_biased`](Self::clone_waker_biased)).
+    /// The read slow path up to the queue, entered with the reader's `bias` in the count:
+    /// steal the lock, or spin for it (policy `reader_spin`). `Ok` with a read lock owned
+    /// (the bias kept as one); `Err` with the bias, if the reader must queue (in
+    /// [`read_queue`](Self::read_queue), once its waker is cloned).
+    ///
+    /// Every call of foreign code here (a steal's wake-up of the queued readers) runs while
+    /// `bias` still owns the bias: if it panics, the unwind gives it back, and the lock
+    /// future, left in `Init`, holds nothing.
     #[cold]
     #[inline(never)]
-    pub(crate) fn read_slowpath(&self, count: usize) -> bool {
+    pub(crate) fn read_slowpath<'a>(&'a self, bias: ReaderBias<'a>) -> Result<(), ReaderBias<'a>> {
+        // Acquire: a steal below takes the lock on what this load saw (a writer's release).
+        let count = self.count.load(Acquire);
         if count & READ_FAIL != 0 {
-            // SAFETY: our bias is in the count; taking it back is a read unlock.
-            unsafe { self.unlock_read() };
+            drop(bias); // a read unlock
             panic!("async_rwsem::RwLock: too many readers (the reader count would overflow)");
         }
         let rcnt = readers(count);
@@ -93,46 +97,37 @@ impl RawRwLock {
                 // The first reader in: let the queued readers share the lock.
                 self.wake_readers_after_steal();
             }
-            return true;
+            bias.into_read_lock();
+            return Ok(());
         }
         if may_pass && !reader_owned && count & (WRITER_LOCKED | HANDOFF) == WRITER_LOCKED {
             let cap = self.policy.reader_spin();
             if let Some(budget) = self.spin_budget(Spinner::Reader, cap) {
-                return self.read_spin(budget, cap);
+                return self.read_spin(bias, budget, cap);
             }
         }
-        false
+        Err(bias)
     }
 
-    /// Clones `waker` for a reader whose bias is in the count, on its way to
-    /// [`read_queue`](Self::read_queue). Cloning runs foreign code: if it panics, the bias
-    /// is taken back (a read unlock, which wakes whoever that release should wake) before
-    /// the panic goes on, so that nothing is left in the count.
-    pub(crate) fn clone_waker_biased(&self, waker: &Waker) -> Waker {
-        struct Unbias<'a>(&'a RawRwLock);
-        impl Drop for Unbias<'_> {
-            fn drop(&mut self) {
-                // SAFETY: only reached if the clone panicked: the bias is still ours.
-                unsafe { self.0.unlock_read() }
-            }
-        }
-        let unbias = Unbias(self);
-        let waker = waker.clone();
-        std::mem::forget(unbias);
-        waker
-    }
-
-    /// Queues a reader whose bias is in the count. Returns `true` if it turned out to own
-    /// the lock without queueing; `false` if `node` was queued (and may have been granted
-    /// already: the caller checks its state).
+    /// Queues a reader with its `bias` in the count: the bias leaves the count in the same
+    /// atomic add that sets `WAITERS` (the reader now waits for the lock instead of trying
+    /// to take it). If the queue turns out to be empty and the lock not write-locked, the
+    /// bias is a read lock instead, and `node` is never linked. Either way the caller reads
+    /// `node`'s state afterwards: [`NodeState::Granted`](super::list::NodeState::Granted)
+    /// means it owns the lock (granted by its own queueing, or never queued).
     ///
     /// # Safety
     ///
-    /// Our bias is in the count. `node` is a pinned `Idle` reader node that stays alive,
-    /// and is unlinked by the caller's drop, while it is `Waiting`.
+    /// `node` is a pinned `Idle` reader node that stays alive, and is unlinked (or its lock
+    /// released) by the caller's drop, from now on.
     #[cold]
     #[inline(never)]
-    pub(crate) unsafe fn read_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
+    pub(crate) unsafe fn read_queue(
+        &self,
+        node: NonNull<Waiter>,
+        waker: Waker,
+        bias: ReaderBias<'_>,
+    ) {
         self.with_wait_list(|list, wakers| {
             let mut adjustment = READER_BIAS.wrapping_neg();
             if list.is_empty() {
@@ -141,28 +136,33 @@ impl RawRwLock {
                 let now = self.count.load(Acquire);
                 if now & WRITER_LOCKED == 0 && readers(now) <= self.max_readers() {
                     lockevent!(self, rlock_fast);
-                    return true;
+                    bias.into_read_lock();
+                    // SAFETY: the node is ours and was never linked; `Granted` tells its
+                    // future (a poll, or its drop) that it owns the read lock.
+                    unsafe { node.as_ref() }.set_state(NodeState::Granted, Relaxed);
+                    return;
                 }
                 adjustment = adjustment.wrapping_add(WAITERS);
             }
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
             unsafe { list.enqueue(node, waker, false) };
             lockevent!(self, sleep_reader);
-            // We now wait for the lock instead of trying to take it.
+            // We now wait for the lock instead of trying to take it: the bias leaves the
+            // count in this add.
+            bias.into_queued();
             let count = self
                 .count
                 .fetch_add(adjustment, AcqRel)
                 .wrapping_add(adjustment);
             self.cond_wake(list, count, wakers);
-            false
-        })
+        });
     }
 
     /// A spin of up to `budget` by a reader that found the lock write-locked (the learned
-    /// budget under the policy's `reader_spin` cap: [`spin`](super::spin)), entered and
-    /// left with its bias in the count. Returns `true` with a read lock owned; `false`
-    /// with the bias still in, for [`read_queue`](Self::read_queue). A spin that wins or
-    /// runs out teaches the readers' budget; one that stops for a handoff does not.
+    /// budget under the policy's `reader_spin` cap: [`spin`](super::spin)), with its
+    /// `bias` in the count. `Ok` with a read lock owned (the bias kept as one); `Err` with
+    /// the bias, for [`read_queue`](Self::read_queue). A spin that wins or runs out teaches
+    /// the readers' budget; one that stops for a handoff does not.
     ///
     /// The bias stays in the count while the writer holds the lock (a transient bias, as
     /// a reader's on its way to the queue), so that the writer's release leaves the lock
@@ -170,7 +170,12 @@ impl RawRwLock {
     /// free) cannot take it back first. Taking the bias out to spin, as before, let the
     /// releasing task's next acquire win nearly every race, and readers fell to 9-11% of
     /// the operations in mixed-40-40 once writers spun past the queue.
-    fn read_spin(&self, budget: Duration, cap: Duration) -> bool {
+    fn read_spin<'a>(
+        &'a self,
+        bias: ReaderBias<'a>,
+        budget: Duration,
+        cap: Duration,
+    ) -> Result<(), ReaderBias<'a>> {
         let mut clock = SpinClock::new();
         let mut step = 0u32;
         let mut rounds = 0u32;
@@ -184,24 +189,26 @@ impl RawRwLock {
                 // takes it out and wakes whoever can run).
                 let strict_stop = count & WAITERS != 0 && self.policy.strict_order();
                 if count & HANDOFF != 0 || strict_stop || readers(count) > self.max_readers() {
-                    return false;
+                    return Err(bias);
                 }
                 self.spin.won(Spinner::Reader, cap, clock.elapsed());
                 lockevent!(self, rlock_spin);
                 if readers(count) == 1 && count & WAITERS != 0 {
+                    // Foreign code: `bias` gives the lock back if it panics.
                     self.wake_readers_after_steal();
                 }
-                return true;
+                bias.into_read_lock();
+                return Ok(());
             }
             if count & (HANDOFF | OWNER_PENDING) != 0 {
                 // The lock goes to the head next, or its owner is a granted task that is
                 // not running: no use spinning.
-                return false;
+                return Err(bias);
             }
             rounds += 1;
             if clock.over(budget, rounds) {
                 self.spin.lost(Spinner::Reader, cap);
-                return false;
+                return Err(bias);
             }
             backoff(&mut step);
         }
@@ -213,4 +220,51 @@ impl RawRwLock {
 #[inline]
 fn upgrade_due(count: usize) -> bool {
     count & (LOCK_MASK | UPGRADABLE | HANDOFF) == READER_BIAS | UPGRADABLE | HANDOFF
+}
+
+/// A reader's bias in the count word, owned: added by an arriving reader (the fast path's
+/// `fetch_add`) and not yet a read lock nor taken out by
+/// queueing. The bias is a value so that no path can lose it: dropped (a path that gives
+/// up, or an unwind through foreign code), it is given back by a read unlock, which wakes
+/// whoever that release should wake; it leaves the count word's books only by
+/// [`into_read_lock`](Self::into_read_lock) (the reader owns the lock now, and its guard
+/// will release it) or [`into_queued`](Self::into_queued) (an atomic add takes it out).
+#[must_use = "dropping a reader's bias gives it back (a read unlock)"]
+#[derive(Debug)]
+pub(crate) struct ReaderBias<'a>(&'a RawRwLock);
+
+impl<'a> ReaderBias<'a> {
+    /// Takes over the bias the caller has just added to `lock`'s count.
+    ///
+    /// # Safety
+    ///
+    /// The caller added one `READER_BIAS` to the count of `lock` that is no lock yet and
+    /// that nothing else owns (a failed [`RawRwLock::read_fast`]), and hands it over.
+    #[inline]
+    pub(crate) unsafe fn adopt(lock: &'a RawRwLock) -> Self {
+        Self(lock)
+    }
+
+    /// The bias is the reader's read lock now: the caller (its lock future, then its guard)
+    /// releases it.
+    #[inline]
+    pub(crate) fn into_read_lock(self) {
+        std::mem::forget(self);
+    }
+
+    /// The caller's atomic add takes the bias out of the count right after this (a reader
+    /// that queues): nothing to give back.
+    #[inline]
+    fn into_queued(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for ReaderBias<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the bias is ours and is no lock of anyone's: taking it back is a read
+        // unlock.
+        unsafe { self.0.unlock_read() }
+    }
 }

@@ -67,13 +67,13 @@ pub(crate) struct SpinState(AtomicU32);
 impl SpinState {
     /// Both budgets start at their cap: a lock assumes its owners run until a spin says
     /// otherwise.
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, async_rwsem_loom)))]
     pub(crate) const fn new() -> Self {
         Self(AtomicU32::new(0x00ff_ff00))
     }
 
     /// As the `const` constructor (loom's atomics are not `const`).
-    #[cfg(loom)]
+    #[cfg(all(test, async_rwsem_loom))]
     pub(crate) fn new() -> Self {
         Self(AtomicU32::new(0x00ff_ff00))
     }
@@ -101,7 +101,11 @@ impl SpinState {
     /// A spin of `who` won the lock after `took`.
     pub(crate) fn won(&self, who: Spinner, cap: Duration, took: Duration) {
         // The models must be deterministic: a spin there is bounded by rounds, not time.
-        let took = if cfg!(loom) { Duration::ZERO } else { took };
+        let took = if cfg!(all(test, async_rwsem_loom)) {
+            Duration::ZERO
+        } else {
+            took
+        };
         let target = to_byte(
             cap,
             took.saturating_mul(2)
@@ -172,7 +176,7 @@ fn to_byte(cap: Duration, budget: Duration) -> u32 {
     u32::try_from(byte.min(255)).unwrap_or(255)
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(async_rwsem_loom)))]
 mod tests {
     use super::*;
 

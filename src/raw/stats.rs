@@ -80,8 +80,9 @@ lock_events! {
     opt_lock,
     /// Spins that ran out of budget or met a waiter (`rwsem_opt_fail`).
     opt_fail,
-    /// Spins skipped because another writer was spinning, or a recent spin ran out of
-    /// budget (`rwsem_opt_nospin`).
+    /// Writer spins skipped because the spin budget is zero (the policy's cap, or the
+    /// learned budget between its probes) or another writer was spinning
+    /// (`rwsem_opt_nospin`).
     opt_nospin,
     /// Write locks taken on the retry after a yield to the executor.
     wlock_yield,

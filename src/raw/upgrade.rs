@@ -50,14 +50,18 @@ impl RawRwLock {
         }
     }
 
-    /// Turns the write lock into a read lock in one atomic step and, if a reader heads the
-    /// queue, grants the queued readers (not the queued writers) the lock beside it; a
-    /// writer at the head keeps its place and the readers behind it (`__downgrade_write`).
+    /// Turns the write lock into a read lock in one atomic step (`__downgrade_write`).
+    /// Returns `true` if waiters are queued: the caller then calls
+    /// [`wake_after_downgrade`](Self::wake_after_downgrade), which grants the queued
+    /// readers (not the queued writers) the lock beside it, once the new mode's owner
+    /// (its token) exists: the wake-up runs foreign code, and a panic there must release
+    /// the new mode, not the old one.
     ///
     /// # Safety
     ///
     /// The caller owns the write lock of `self`; afterwards it owns a read lock instead.
-    pub(crate) unsafe fn downgrade(&self) {
+    #[must_use = "waiters queued: call `wake_after_downgrade`"]
+    pub(crate) unsafe fn downgrade(&self) -> bool {
         let old = self
             .count
             .fetch_add(READER_BIAS.wrapping_sub(WRITER_LOCKED), AcqRel);
@@ -65,40 +69,48 @@ impl RawRwLock {
             old & WRITER_LOCKED != 0,
             "downgrade of a lock not write-locked"
         );
-        if old & WAITERS != 0 {
-            self.wake_readers_after_steal();
-        }
+        old & WAITERS != 0
     }
 
-    /// Turns the upgradable read lock into a plain read lock.
+    /// Turns the upgradable read lock into a plain read lock; returns `true` if the caller
+    /// must then call [`wake_after_downgrade`](Self::wake_after_downgrade) (as for
+    /// [`downgrade`](Self::downgrade)): a queued upgradable reader may get in now.
     ///
     /// # Safety
     ///
     /// The caller owns the upgradable read lock; afterwards it owns a read lock instead.
-    pub(crate) unsafe fn downgrade_upgradable(&self) {
+    #[must_use = "waiters queued: call `wake_after_downgrade`"]
+    pub(crate) unsafe fn downgrade_upgradable(&self) -> bool {
         let old = self.count.fetch_sub(UPGRADABLE, AcqRel);
         debug_assert!(old & UPGRADABLE != 0);
-        if old & WAITERS != 0 {
-            self.wake_readers_after_steal();
-        }
+        old & WAITERS != 0
     }
 
-    /// Turns the write lock into the upgradable read lock in one atomic step, granting the
-    /// queued readers (not writers, nor upgradable readers) beside it, as
-    /// [`downgrade`](Self::downgrade) does.
+    /// Turns the write lock into the upgradable read lock in one atomic step; returns
+    /// `true` if the caller must then call
+    /// [`wake_after_downgrade`](Self::wake_after_downgrade), which grants the queued
+    /// readers (not writers, nor upgradable readers) beside it, as for
+    /// [`downgrade`](Self::downgrade).
     ///
     /// # Safety
     ///
     /// The caller owns the write lock; afterwards it owns the upgradable read lock.
-    pub(crate) unsafe fn downgrade_to_upgradable(&self) {
+    #[must_use = "waiters queued: call `wake_after_downgrade`"]
+    pub(crate) unsafe fn downgrade_to_upgradable(&self) -> bool {
         let old = self.count.fetch_add(
             (READER_BIAS + UPGRADABLE).wrapping_sub(WRITER_LOCKED),
             AcqRel,
         );
         debug_assert!(old & WRITER_LOCKED != 0 && old & UPGRADABLE == 0);
-        if old & WAITERS != 0 {
-            self.wake_readers_after_steal();
-        }
+        old & WAITERS != 0
+    }
+
+    /// The second half of a downgrade that found waiters queued: grants the queued readers
+    /// beside the caller's read lock (or upgradable read lock). Runs foreign code (the
+    /// wakers): call it once the new mode's owner exists, so that a panic releases that.
+    #[cold]
+    pub(crate) fn wake_after_downgrade(&self) {
+        self.wake_readers_after_steal();
     }
 
     /// Trades the upgradable read lock for the write lock if no other reader holds the
@@ -156,6 +168,9 @@ impl RawRwLock {
         self.with_wait_list(|list, _| {
             // SAFETY: we own the upgradable read lock.
             if unsafe { self.try_upgrade() } {
+                // SAFETY: the node is ours and was never linked; `Granted` tells its future
+                // that it owns the write lock, as for every other way it gets it.
+                unsafe { node.as_ref() }.set_state(super::list::NodeState::Granted, Relaxed);
                 return true;
             }
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.

@@ -5,19 +5,26 @@
 //!
 //! | phase | node | meaning |
 //! |---|---|---|
-//! | `Init` | `Idle` | not polled yet (an upgrade owns the upgradable read lock here) |
+//! | `FastFailed(bias)` | `Idle` | a reader whose fast path failed, not polled yet: the future owns its bias ([`ReaderBias`]) |
+//! | `Init` | `Idle` | the slow path from its start: holds nothing (an upgrade owns the upgradable read lock here); a reader takes a new bias |
 //! | `Yielding(n)` | `Idle` | a writer that spun in vain, yielding to the executor `n` more times |
 //! | `Queued` | `Waiting`, linked | waiting; a re-poll checks for a grant or (a writer, an upgrade) tries for the lock |
-//! | `Queued` | `Granted`, unlinked | a waker took the lock for us; the next poll completes |
-//! | `Queued` | `Idle`, unlinked | we took the lock ourselves under the wait lock; completes at once |
+//! | `Queued` | `Granted`, unlinked | the count holds the lock for us (a waker granted it, or we took it ourselves under the wait lock); the next poll completes |
+//! | `Queued` | `Idle`, unlinked | cancelled (only inside [`RawRwLock::cancel`]) |
 //! | `Done` | `Idle` | the lock was handed to the caller (a guard owns it now) |
 //!
 //! Dropping the future in `Queued` calls [`RawRwLock::cancel`], which unlinks a waiting
-//! node (passing the wake-up on) or releases a granted lock. In every other phase the
-//! node is not linked and nothing needs undoing (but the upgrade's read lock in `Init`):
-//! the future is cancel safe in every state. The waker is cloned before the phase moves
-//! to `Queued`, so that a panicking clone leaves the future in a phase whose drop undoes
-//! exactly what is held.
+//! node (passing the wake-up on) or releases a granted lock. In `FastFailed` the bias goes
+//! back with the phase (its drop); in every other phase the node is not linked and nothing
+//! needs undoing (but the upgrade's read lock in `Init`): the future is cancel safe in
+//! every state.
+//!
+//! Foreign code (the waker's clone, another task's wake-up) runs only where an unwind
+//! leaves the future in a phase whose drop (or next poll) undoes or completes exactly
+//! what is held: the waker is cloned before the phase moves to `Queued` (a reader's bias
+//! is a local [`ReaderBias`] then, given back by the unwind, and the future is left in
+//! `Init`, which starts over); a queueing acquire that takes the lock itself marks its
+//! node `Granted` before the wait lock is released and the collected wakers run.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,18 +34,19 @@ use std::task::{Context, Poll, Waker};
 
 use super::count::{HANDOFF, READER_BIAS, UPGRADABLE, WAITERS};
 use super::list::{NodeState, Waiter, WaiterKind};
+use super::read::ReaderBias;
 use super::stats::lockevent;
 use super::wake::WakeType;
 use super::write::{HeadSpin, WriterWaitState};
 use super::RawRwLock;
-use crate::loom::lock;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+#[derive(Debug)]
+enum Phase<'a> {
     Init,
-    /// Made by [`LockFuture::after_fast_path`]: the fast path failed, seeing this count
-    /// word (for a reader, with its bias in it, which the future owns until it queues).
-    FastFailed(usize),
+    /// Made by [`LockFuture::after_fast_path`] for a reader: its fast path failed, and the
+    /// future owns the bias that path left in the count (given back if it is dropped
+    /// here; the first poll takes it on to the slow path).
+    FastFailed(ReaderBias<'a>),
     Yielding(u32),
     Queued,
     Done,
@@ -52,7 +60,7 @@ enum Phase {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub(crate) struct LockFuture<'a> {
     lock: &'a RawRwLock,
-    phase: Phase,
+    phase: Phase<'a>,
     /// When this acquire first had to wait (feature `tracing`).
     #[cfg(feature = "tracing")]
     waiting_since: Option<std::time::Instant>,
@@ -67,11 +75,7 @@ impl Drop for LockFuture<'_> {
             Phase::Queued => self.cancel(),
             // An upgrade not yet polled still owns the upgradable read lock.
             Phase::Init if self.node.kind == WaiterKind::Upgrade => self.release_upgradable(),
-            // Never polled after its fast path failed: a reader gives its bias back.
-            Phase::FastFailed(_) if self.node.kind == WaiterKind::Read => {
-                // SAFETY: the bias the failed fast path added is ours.
-                unsafe { self.lock.unlock_read() }
-            }
+            // In `FastFailed` the phase owns the reader's bias: dropped with the field.
             _ => {}
         }
     }
@@ -91,24 +95,23 @@ impl<'a> LockFuture<'a> {
     }
 
     /// The lock future of an acquire whose fast path (as [`RawRwLock::read_fast`],
-    /// [`RawRwLock::write_fast`] or [`RawRwLock::try_upgradable_read`] take it) failed
-    /// with `seen`: it goes on with the slow path. The typed layer tries the fast path
-    /// first, so that an uncontended acquire never builds the future (and its node).
+    /// [`RawRwLock::write_fast`] or [`RawRwLock::try_upgradable_read`] take it) has just
+    /// failed: it goes on with the slow path. The typed layer tries the fast path first,
+    /// so that an uncontended acquire never builds the future (and its node).
     ///
     /// # Safety
     ///
-    /// `kind` is not an upgrade, and `seen` is what that fast path returned just now: for a
-    /// reader, the count word with the reader's bias in it, which the future takes over
-    /// (it keeps it as a lock, queues it, or gives it back when dropped).
+    /// `kind` is not an upgrade, and that fast path failed just now, on `lock`: for a
+    /// reader, its bias is in the count, and the future takes it over (it keeps it as a
+    /// lock, queues it, or gives it back when dropped).
     #[inline]
-    pub(crate) unsafe fn after_fast_path(
-        lock: &'a RawRwLock,
-        kind: WaiterKind,
-        seen: usize,
-    ) -> Self {
+    pub(crate) unsafe fn after_fast_path(lock: &'a RawRwLock, kind: WaiterKind) -> Self {
         debug_assert!(kind != WaiterKind::Upgrade);
         let mut future = Self::new(lock, kind);
-        future.phase = Phase::FastFailed(seen);
+        if kind == WaiterKind::Read {
+            // SAFETY: the failed fast path's bias, handed over by the caller.
+            future.phase = Phase::FastFailed(unsafe { ReaderBias::adopt(lock) });
+        }
         future
     }
 
@@ -134,21 +137,22 @@ impl Future for LockFuture<'_> {
         // SAFETY: `node` is never moved out of (only `&` to it is taken, in `poll_slow`
         // and `cancel`); the other fields are not structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        if let Phase::FastFailed(seen) = this.phase {
-            // From here on, as after a failed fast path in phase `Init`.
-            this.phase = Phase::Init;
-            return this.poll_slow_traced(cx, seen);
+        if let Phase::FastFailed(_) = this.phase {
+            // From here on as in phase `Init`, the bias held by this poll: if it unwinds,
+            // the bias goes back and the future, in `Init`, holds nothing.
+            let Phase::FastFailed(bias) = std::mem::replace(&mut this.phase, Phase::Init) else {
+                unreachable!()
+            };
+            return this.poll_slow_traced(cx, Some(bias));
         }
-        if this.phase == Phase::Init {
-            // Only an upgrade starts here (the other kinds start after their fast path):
-            // its own fast path.
-            debug_assert_eq!(this.node.kind, WaiterKind::Upgrade);
+        if matches!(this.phase, Phase::Init) && this.node.kind == WaiterKind::Upgrade {
+            // An upgrade's own fast path.
             // SAFETY: an upgrade in phase `Init` owns the upgradable read lock.
             if unsafe { this.lock.try_upgrade() } {
                 return done(&mut this.phase);
             }
         }
-        this.poll_slow_traced(cx, 0)
+        this.poll_slow_traced(cx, None)
     }
 }
 
@@ -157,8 +161,8 @@ impl LockFuture<'_> {
     /// `contention_end` as `tracing` events when the feature is on: one when the task
     /// first has to wait, one when it gets the lock (or gives up), with the wait time.
     #[inline]
-    fn poll_slow_traced(&mut self, cx: &mut Context<'_>, count: usize) -> Poll<()> {
-        let poll = self.poll_slow(cx, count);
+    fn poll_slow_traced(&mut self, cx: &mut Context<'_>, bias: Option<ReaderBias<'_>>) -> Poll<()> {
+        let poll = self.poll_slow(cx, bias);
         #[cfg(feature = "tracing")]
         match (&poll, self.waiting_since) {
             (Poll::Pending, None) => {
@@ -189,17 +193,18 @@ impl LockFuture<'_> {
         poll
     }
 
-    /// Everything but the fast paths. `count` is the count word the failed fast path saw
-    /// (with a reader's bias in it) when called in phase `Init`.
+    /// Everything but the fast paths. `bias` is a reader's, from its failed fast path, on
+    /// the first poll (phase `Init`).
     ///
     /// Called on a pinned future only (from `poll`): `self.node` does not move.
     #[cold]
     #[inline(never)]
-    fn poll_slow(&mut self, cx: &mut Context<'_>, count: usize) -> Poll<()> {
+    fn poll_slow(&mut self, cx: &mut Context<'_>, bias: Option<ReaderBias<'_>>) -> Poll<()> {
         let this = self;
         let lock = this.lock;
         let kind = this.node.kind;
         let node = NonNull::from(&this.node);
+        debug_assert!(bias.is_none() || kind == WaiterKind::Read);
         match this.phase {
             // Every path to the queue clones the waker first, before the phase or the count
             // changes: the clone is foreign code, and a panic in it must leave the future
@@ -228,19 +233,26 @@ impl LockFuture<'_> {
                     return Poll::Pending;
                 }
                 WaiterKind::Read => {
-                    if lock.read_slowpath(count) {
-                        return done(&mut this.phase);
-                    }
-                    // Our bias is in the count: a panicking clone takes it back.
-                    let waker = lock.clone_waker_biased(cx.waker());
+                    let bias = match bias {
+                        Some(bias) => bias,
+                        // Polled in `Init` again (an earlier poll unwound and gave its bias
+                        // back): from the fast path.
+                        None if lock.read_fast() => return done(&mut this.phase),
+                        // SAFETY: the fast path failed just now: its bias is ours.
+                        None => unsafe { ReaderBias::adopt(lock) },
+                    };
+                    let bias = match lock.read_slowpath(bias) {
+                        Ok(()) => return done(&mut this.phase),
+                        Err(bias) => bias,
+                    };
+                    // A panicking clone drops `bias` (a read unlock) on its way out.
+                    let waker = cx.waker().clone();
                     this.phase = Phase::Queued;
-                    // SAFETY: our bias is in the count; the node is pinned in this future,
-                    // idle, and unlinked by our drop while queued (phase `Queued` is set
-                    // before it can be linked).
-                    if unsafe { lock.read_queue(node, waker) } {
-                        return done(&mut this.phase);
-                    }
-                    // Queued with our waker registered; our own queueing may have granted us.
+                    // SAFETY: the node is pinned in this future, idle, and unlinked (or its
+                    // lock released) by our drop from now on (phase `Queued`).
+                    unsafe { lock.read_queue(node, waker, bias) };
+                    // Queued with our waker registered, or never queued; either way our
+                    // own queueing may have granted us the lock.
                     if this.node.state(Acquire) == NodeState::Granted {
                         return done(&mut this.phase);
                     }
@@ -341,7 +353,7 @@ impl LockFuture<'_> {
 }
 
 #[inline]
-fn done(phase: &mut Phase) -> Poll<()> {
+fn done(phase: &mut Phase<'_>) -> Poll<()> {
     *phase = Phase::Done;
     Poll::Ready(())
 }
@@ -378,7 +390,7 @@ impl RawRwLock {
         // A head writer spins once per poll for a running owner (see `head_spin`).
         let mut spun = false;
         loop {
-            let mut list = lock(&self.wait_list);
+            let mut list = self.wait_lock();
             if waiter.state(Relaxed) != NodeState::Waiting {
                 return true;
             }

@@ -43,7 +43,7 @@ impl RawRwLock {
     /// After a reader stole the lock (or a writer downgraded) with waiters queued, grant
     /// the queued readers.
     #[cold]
-    pub(super) fn wake_readers_after_steal(&self) {
+    pub(crate) fn wake_readers_after_steal(&self) {
         self.with_wait_list(|list, wakers| self.mark_wake(list, WakeType::ReadOwned, wakers));
     }
 
@@ -162,6 +162,11 @@ impl RawRwLock {
         if pass_writer {
             batch = batch.min(PASS_WRITER_BATCH);
         }
+        // In a strict order (or with a handoff at every release) the batch is the run of
+        // readers at the head: a waiter the grant cannot take (a writer, an upgradable
+        // reader kept out) holds back everyone behind it. (Readers never pass a head
+        // writer there: `readers_pass_writer` needs neither.)
+        let ordered = self.policy.strict_order() || self.policy.handoff_always();
         let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
         let mut passed = 0usize;
@@ -173,13 +178,16 @@ impl RawRwLock {
             // SAFETY: linked nodes are alive while we hold the wait lock.
             if pick.take(unsafe { node.as_ref() }.kind) {
                 woken += 1;
+            } else if ordered {
+                break;
             } else {
                 passed += 1;
             }
             // SAFETY: `node` is linked in `list`, which we hold.
             cursor = unsafe { list.next(node) };
         }
-        // Every queued waiter is granted: none left behind, none past the batch.
+        // Every queued waiter is granted: none left behind, none past the batch (nor, when
+        // `ordered`, behind the waiter the walk stopped at: `cursor` is that one).
         let everyone = cursor.is_none() && passed == 0;
         if woken == 0 {
             // Nobody can be granted now: only an upgradable reader waits at the head while
@@ -299,16 +307,20 @@ impl RawRwLock {
     }
 
     /// The owner of `node` took the lock itself under the wait lock: unlink the node and
-    /// make it `Idle` again.
+    /// mark it `Granted`, as a waker would have. Before the wait lock is released and the
+    /// wakers collected meanwhile run (foreign code): if one panics, the owner's future
+    /// still knows that it owns the lock, and its drop releases it (or its next poll
+    /// completes with it).
     ///
     /// # Safety
     ///
-    /// `node` is the caller's own node, linked in `list`, the locked wait list of `self`.
+    /// `node` is the caller's own node, linked in `list`, the locked wait list of `self`,
+    /// and the count word holds the lock it waits for.
     pub(super) unsafe fn unlink_own(&self, list: &mut WaitList, node: NonNull<Waiter>) {
         // SAFETY: linked in `list`, and we hold the wait lock; the node is ours.
         unsafe {
             list.remove(node);
-            node.as_ref().set_state(NodeState::Idle, Relaxed);
+            node.as_ref().set_state(NodeState::Granted, Relaxed);
         }
     }
 

@@ -19,7 +19,8 @@ use super::{backoff, RawRwLock, SpinClock};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum WriterWaitState {
     /// Not the head: it may take a lock that is free with no handoff pending, unless the
-    /// policy hands the lock to the head at every release (`handoff_timeout` zero).
+    /// policy hands the lock to the head at every release (`handoff_timeout` zero) or
+    /// keeps a strict order (`strict_order`: no waiter passes the queue).
     NotFirst,
     /// The head, not due a handoff: it takes the lock if it is free.
     First,
@@ -219,7 +220,9 @@ impl RawRwLock {
     }
 
     /// Queues a writer and tries for the lock once under the wait lock. Returns `true`
-    /// with the write lock owned (and the node unlinked again).
+    /// with the write lock owned (and the node unlinked again and marked `Granted`, before
+    /// the wakers collected here run: a panic in one leaves the lock to the caller's
+    /// future, whose drop releases it).
     ///
     /// # Safety
     ///
@@ -301,9 +304,12 @@ impl RawRwLock {
         node: NonNull<Waiter>,
         state: WriterWaitState,
     ) -> bool {
-        if state == WriterWaitState::NotFirst && self.policy.handoff_always() {
-            // Handoff at every release: a queued waiter never passes the head, even when
-            // it is polled in the instant between a release and its grant.
+        if state == WriterWaitState::NotFirst
+            && (self.policy.handoff_always() || self.policy.strict_order())
+        {
+            // Handoff at every release, or a strict order: a queued waiter never passes the
+            // head, even when it is polled in the instant between a release and its grant
+            // (or, with a timeout, while a woken head has not yet been polled).
             return false;
         }
         loop {

@@ -10,8 +10,8 @@ use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
 
-/// The error of [`RwLock::read_timeout`] and [`RwLock::write_timeout`]: the time ran out
-/// before the lock was taken. Nothing is held and nothing is left queued.
+/// The error of [`RwLock::read_timeout`], [`RwLock::write_timeout`] and
+/// [`RwLock::upgradable_read_timeout`]: the time ran out before the lock was taken. Nothing is held and nothing is left queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub struct Elapsed(());

@@ -61,18 +61,17 @@ pub(crate) trait Mode {
     /// Takes the lock in this mode if that needs no waiting.
     fn try_lock(raw: &RawRwLock) -> bool;
 
-    /// The uncontended path: takes the lock in one atomic step if it can. On failure,
-    /// what the slow path needs to go on (for a reader, the count word with its bias in
-    /// it): pass it to [`slow`](Self::slow) at once.
-    fn fast(raw: &RawRwLock) -> Result<(), usize>;
+    /// The uncontended path: takes the lock in one atomic step if it can. On failure
+    /// (`false`), call [`slow`](Self::slow) at once: it takes over what the fast path left
+    /// (a reader's bias in the count).
+    fn fast(raw: &RawRwLock) -> bool;
 
-    /// The future that takes the lock after [`fast`](Self::fast) failed with `seen`.
+    /// The future that takes the lock after [`fast`](Self::fast) failed.
     ///
     /// # Safety
     ///
-    /// `seen` is what `fast` returned just now, on `raw` (a reader's bias in the count goes
-    /// to the future).
-    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_>;
+    /// `fast` failed just now, on `raw` (a reader's bias in the count goes to the future).
+    unsafe fn slow(raw: &RawRwLock) -> LockFuture<'_>;
 
     /// Gives up the lock.
     ///
@@ -100,14 +99,14 @@ impl Mode for Read {
     }
 
     #[inline]
-    fn fast(raw: &RawRwLock) -> Result<(), usize> {
+    fn fast(raw: &RawRwLock) -> bool {
         raw.read_fast()
     }
 
     #[inline]
-    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_> {
+    unsafe fn slow(raw: &RawRwLock) -> LockFuture<'_> {
         // SAFETY: forwarded from the caller.
-        unsafe { LockFuture::after_fast_path(raw, WaiterKind::Read, seen) }
+        unsafe { LockFuture::after_fast_path(raw, WaiterKind::Read) }
     }
 
     #[inline]
@@ -126,18 +125,14 @@ impl Mode for Write {
     }
 
     #[inline]
-    fn fast(raw: &RawRwLock) -> Result<(), usize> {
-        if raw.write_fast() {
-            Ok(())
-        } else {
-            Err(0)
-        }
+    fn fast(raw: &RawRwLock) -> bool {
+        raw.write_fast()
     }
 
     #[inline]
-    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_> {
+    unsafe fn slow(raw: &RawRwLock) -> LockFuture<'_> {
         // SAFETY: forwarded from the caller.
-        unsafe { LockFuture::after_fast_path(raw, WaiterKind::Write, seen) }
+        unsafe { LockFuture::after_fast_path(raw, WaiterKind::Write) }
     }
 
     #[inline]
@@ -156,18 +151,14 @@ impl Mode for Upgradable {
     }
 
     #[inline]
-    fn fast(raw: &RawRwLock) -> Result<(), usize> {
-        if raw.try_upgradable_read() {
-            Ok(())
-        } else {
-            Err(0)
-        }
+    fn fast(raw: &RawRwLock) -> bool {
+        raw.try_upgradable_read()
     }
 
     #[inline]
-    unsafe fn slow(raw: &RawRwLock, seen: usize) -> LockFuture<'_> {
+    unsafe fn slow(raw: &RawRwLock) -> LockFuture<'_> {
         // SAFETY: forwarded from the caller.
-        unsafe { LockFuture::after_fast_path(raw, WaiterKind::UpgradableRead, seen) }
+        unsafe { LockFuture::after_fast_path(raw, WaiterKind::UpgradableRead) }
     }
 
     #[inline]
@@ -266,26 +257,49 @@ impl<L: RawRef, M: Mode> Drop for Token<L, M> {
     }
 }
 
+impl<L: RawRef, M: Mode> Token<L, M> {
+    /// A mode change in two halves: `change` turns the lock from mode `M` into mode `N` in
+    /// one atomic step and says whether waiters are queued; if so, the waiters the new
+    /// mode admits are granted and woken once the token of mode `N` exists. The wake-up
+    /// is foreign code: if it panics, the unwind drops the new token, which releases the
+    /// lock in the mode it is now owned in, once. (Waking before the old token is gone
+    /// would release the old mode, which the lock is no longer in.)
+    ///
+    /// # Safety
+    ///
+    /// `change` turns a lock owned in mode `M` into one owned in mode `N`, and returns
+    /// whether [`RawRwLock::wake_after_downgrade`] is due.
+    #[inline]
+    unsafe fn change_mode<N: Mode>(self, change: unsafe fn(&RawRwLock) -> bool) -> Token<L, N> {
+        let lock = self.into_lock();
+        // SAFETY: the lock is owned in mode `M` (the consumed token's), by the caller's
+        // promise `change` turns it into mode `N`. Nothing between here and the new
+        // token can unwind: a release in neither mode is never run.
+        let wake = unsafe { change(lock.raw()) };
+        // SAFETY: the lock is owned in mode `N` now, handed to the new token.
+        let token = unsafe { Token::<L, N>::new(lock) };
+        if wake {
+            token.lock.raw().wake_after_downgrade();
+        }
+        token
+    }
+}
+
 impl<L: RawRef> Token<L, Write> {
     /// Atomically turns the write lock into a read lock ([`RawRwLock::downgrade`]).
     #[inline]
     pub(crate) fn downgrade(self) -> Token<L, Read> {
-        // SAFETY: we own the write lock; after the call we own a read lock instead.
-        unsafe {
-            self.lock.raw().downgrade();
-            self.into_mode()
-        }
+        // SAFETY: `downgrade` turns the write lock into a read lock.
+        unsafe { self.change_mode(RawRwLock::downgrade) }
     }
 
     /// Atomically turns the write lock into the upgradable read lock
     /// ([`RawRwLock::downgrade_to_upgradable`]).
     #[inline]
     pub(crate) fn downgrade_to_upgradable(self) -> Token<L, Upgradable> {
-        // SAFETY: we own the write lock; after the call we own the upgradable read lock.
-        unsafe {
-            self.lock.raw().downgrade_to_upgradable();
-            self.into_mode()
-        }
+        // SAFETY: `downgrade_to_upgradable` turns the write lock into the upgradable read
+        // lock.
+        unsafe { self.change_mode(RawRwLock::downgrade_to_upgradable) }
     }
 }
 
@@ -294,11 +308,8 @@ impl<L: RawRef> Token<L, Upgradable> {
     /// ([`RawRwLock::downgrade_upgradable`]).
     #[inline]
     pub(crate) fn downgrade(self) -> Token<L, Read> {
-        // SAFETY: we own the upgradable read lock; after the call we own a read lock.
-        unsafe {
-            self.lock.raw().downgrade_upgradable();
-            self.into_mode()
-        }
+        // SAFETY: `downgrade_upgradable` turns the upgradable read lock into a read lock.
+        unsafe { self.change_mode(RawRwLock::downgrade_upgradable) }
     }
 
     /// Trades the upgradable read lock for the write lock if no other reader holds the
@@ -377,6 +388,6 @@ impl<'a> Future for Upgrading<'a> {
 /// bias) to the future, which gives it back if dropped unpolled.
 #[inline]
 pub(crate) fn lock<M: Mode>(raw: &RawRwLock) -> Option<LockFuture<'_>> {
-    // SAFETY: `seen` is what the fast path returned just now, on `raw`.
-    M::fast(raw).err().map(|seen| unsafe { M::slow(raw, seen) })
+    // SAFETY: the fast path failed just now, on `raw`.
+    (!M::fast(raw)).then(|| unsafe { M::slow(raw) })
 }

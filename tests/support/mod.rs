@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
 use async_rwsem::RwLock;
 
 /// Is the lock idle: unlocked, nobody queued, no bias or flag left in the count word?
@@ -19,4 +21,72 @@ pub fn assert_idle<T: ?Sized>(lock: &RwLock<T>) {
         is_idle(lock),
         "the lock is not idle (held, queued, or a bias left behind)"
     );
+}
+
+/// Who is inside the lock, counted from inside the critical sections with atomics of its
+/// own, and the exclusion the lock must keep: no reader beside a writer, never two
+/// writers, at most one upgradable reader (counted as a reader too).
+#[derive(Default)]
+pub struct Census {
+    readers: AtomicUsize,
+    writers: AtomicUsize,
+    upgradable: AtomicUsize,
+}
+
+impl Census {
+    /// A reader got in.
+    pub fn enter_read(&self) {
+        self.readers.fetch_add(1, SeqCst);
+        assert_eq!(self.writers.load(SeqCst), 0, "a reader beside a writer");
+    }
+    /// A reader leaves.
+    pub fn leave_read(&self) {
+        self.readers.fetch_sub(1, SeqCst);
+    }
+    /// The upgradable reader got in.
+    pub fn enter_upgradable(&self) {
+        assert_eq!(
+            self.upgradable.fetch_add(1, SeqCst),
+            0,
+            "two upgradable readers"
+        );
+        self.enter_read();
+    }
+    /// The upgradable reader leaves (or is about to upgrade).
+    pub fn leave_upgradable(&self) {
+        self.leave_read();
+        self.upgradable.fetch_sub(1, SeqCst);
+    }
+    /// A writer got in (an upgrade included).
+    pub fn enter_write(&self) {
+        assert_eq!(self.writers.fetch_add(1, SeqCst), 0, "two writers");
+        assert_eq!(self.readers.load(SeqCst), 0, "a writer beside readers");
+    }
+    /// A writer leaves.
+    pub fn leave_write(&self) {
+        self.writers.fetch_sub(1, SeqCst);
+    }
+    /// The writer downgrades: from now on a reader, beside the readers it lets in.
+    pub fn downgrade(&self) {
+        self.readers.fetch_add(1, SeqCst);
+        self.writers.fetch_sub(1, SeqCst);
+    }
+}
+
+/// A small seeded PRNG (splitmix64), so that every run's choices can be reproduced.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
 }

@@ -13,6 +13,12 @@
 //!   write). Runs `--secs` seconds and reports, per command class, throughput and p50, p99 and
 //!   max latency: who waits, and for how long.
 //!
+//! - `sendall`: the pipeline of a client that writes everything before it reads (as
+//!   redis-py's `pipeline.execute()` does with one `sendall()`): each of `--clients`
+//!   connections sends `--sendall-ops` `SET`s in one write and only then reads the replies,
+//!   then the same with `GET`s of those keys; reports requests/s for each (all clients
+//!   together, from the first byte sent to the last reply read).
+//!
 //! Keys are drawn from YCSB's scrambled Zipfian distribution (constant 0.99 by default) over
 //! `--records` keys, so a few keys are hot and the hot ones are spread over the key space.
 //!
@@ -87,6 +93,9 @@ struct Cli {
     /// `long`: pause between two `SAVE`s, in ms (0: no `SAVE`).
     #[arg(long, default_value_t = 200)]
     save_every_ms: u64,
+    /// `sendall`: commands per client, each pipeline sent whole before a reply is read.
+    #[arg(long, default_value_t = 1_000_000)]
+    sendall_ops: u64,
 }
 
 /// YCSB's `ZipfianGenerator` (Gray et al., "Quickly generating billion-record synthetic
@@ -238,6 +247,10 @@ async fn main() {
             "c" => 100,
             "long" => {
                 long::run(&cli).await;
+                continue;
+            }
+            "sendall" => {
+                sendall::run(&cli).await;
                 continue;
             }
             other => {
@@ -534,5 +547,115 @@ mod tests {
         counts.sort_unstable_by(|a, b| b.cmp(a));
         // the hottest key gets far more than a uniform share (100)
         assert!(counts[0] > 2000, "{}", counts[0]);
+    }
+}
+
+mod sendall {
+    use super::Cli;
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// One client: the whole pipeline in one write, then every reply; the bytes the replies
+    /// should take are known in advance (`expect`), and the first bytes are checked.
+    async fn one(cli: Cli, req: Vec<u8>, expect: usize, first: Vec<u8>) -> Result<(), String> {
+        let mut s = TcpStream::connect((cli.host, cli.port))
+            .await
+            .map_err(|e| e.to_string())?;
+        s.write_all(&req).await.map_err(|e| format!("send: {e}"))?;
+        drop(req);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = 0usize;
+        let mut head = Vec::new();
+        while got < expect {
+            let n = s.read(&mut buf).await.map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                return Err(format!("closed after {got} of {expect} reply bytes"));
+            }
+            if head.len() < first.len() {
+                head.extend_from_slice(&buf[..n.min(first.len() - head.len())]);
+            }
+            got += n;
+        }
+        if !head.starts_with(&first) || got != expect {
+            return Err(format!(
+                "unexpected replies: {:?}... ({got} bytes, {expect} expected)",
+                String::from_utf8_lossy(&head)
+            ));
+        }
+        Ok(())
+    }
+
+    async fn phase(cli: &Cli, class: &str, reqs: Vec<(Vec<u8>, usize, Vec<u8>)>) {
+        let n = cli.sendall_ops * cli.clients;
+        let t0 = Instant::now();
+        let tasks: Vec<_> = reqs
+            .into_iter()
+            .map(|(req, expect, first)| tokio::spawn(one(cli.clone(), req, expect, first)))
+            .collect();
+        for t in tasks {
+            match tokio::time::timeout(Duration::from_secs(cli.max_secs), t).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => {
+                    eprintln!("ycsb: sendall {class}: {e}");
+                    std::process::exit(1);
+                }
+                Ok(Err(e)) => {
+                    eprintln!("ycsb: sendall client panicked: {e}");
+                    std::process::exit(1);
+                }
+                Err(_) => {
+                    eprintln!(
+                        "ycsb: sendall {class}: no complete reply within {} s (a server that does not read while it writes stalls here)",
+                        cli.max_secs
+                    );
+                    std::process::exit(1);
+                }
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let rate = n as f64 / secs;
+        if cli.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "workload": "sendall", "class": class, "clients": cli.clients,
+                    "ops_per_client": cli.sendall_ops, "secs": secs, "ops_per_sec": rate,
+                })
+            );
+        } else {
+            println!(
+                "sendall {class}: {} clients x {} commands in {secs:.2} s: {rate:.0} requests/s",
+                cli.clients, cli.sendall_ops
+            );
+        }
+    }
+
+    pub async fn run(cli: &Cli) {
+        let value = vec![b'x'; cli.value_size];
+        let vhead = format!("${}\r\n", value.len()).into_bytes();
+        let (mut sets, mut gets) = (Vec::new(), Vec::new());
+        for c in 0..cli.clients {
+            let mut set = Vec::new();
+            let mut get = Vec::new();
+            for i in 0..cli.sendall_ops {
+                let k = format!("sendall:{c}:{}", i % cli.records);
+                let kh = format!("*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n", k.len());
+                set.extend_from_slice(kh.as_bytes());
+                set.extend_from_slice(&vhead);
+                set.extend_from_slice(&value);
+                set.extend_from_slice(b"\r\n");
+                get.extend_from_slice(
+                    format!("*2\r\n$3\r\nGET\r\n${}\r\n{k}\r\n", k.len()).as_bytes(),
+                );
+            }
+            let n = cli.sendall_ops as usize;
+            sets.push((set, 5 * n, b"+OK\r\n".to_vec()));
+            let mut first = vhead.clone();
+            first.extend_from_slice(&value);
+            gets.push((get, n * (vhead.len() + value.len() + 2), first));
+        }
+        phase(cli, "SET", sets).await;
+        phase(cli, "GET", gets).await;
     }
 }

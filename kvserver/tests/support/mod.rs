@@ -145,6 +145,17 @@ pub struct ChildServer {
 impl ChildServer {
     /// Starts the child on `dir`; `shim`: the fault-injection library and its control file.
     pub fn start(dir: &Path, fsync: &str, shim: Option<&Shim>) -> ChildServer {
+        Self::start_with(dir, fsync, shim, None)
+    }
+
+    /// [`ChildServer::start`], with `RLIMIT_NOFILE` (soft and hard) set to `nofile` in the
+    /// child before it runs.
+    pub fn start_with(
+        dir: &Path,
+        fsync: &str,
+        shim: Option<&Shim>,
+        nofile: Option<u64>,
+    ) -> ChildServer {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "child_server",
@@ -160,6 +171,22 @@ impl ChildServer {
         .stderr(Stdio::inherit());
         if let Some(s) = shim {
             cmd.env("LD_PRELOAD", &s.lib).env("KVFAULT_CTL", &s.ctl);
+        }
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n as libc::rlim_t,
+                        rlim_max: n as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let mut child = cmd.spawn().expect("cannot start the child server");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -185,6 +212,11 @@ impl ChildServer {
         }
     }
 
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, and wait until the process is gone (its directory lock with it).
     pub fn kill9(mut self) {
         self.child.kill().unwrap();
@@ -208,6 +240,8 @@ impl Drop for ChildServer {
 /// - `write-eio`: `write(2)` to `appendonly.aof` fails with EIO;
 /// - `write-short`: a `write(2)` to it writes half, the next one fails with ENOSPC;
 /// - `fsync-eio`: `fsync`/`fdatasync` of it fail with EIO;
+/// - `fsync-trunc-eio`: the same, and `ftruncate` of it (cutting a failed batch back) fails
+///   with EIO too: a double fault;
 /// - `dirfsync-eio-N`: `fsync` of a directory fails with EIO from the N-th one on (counted
 ///   from when the word was written);
 /// - `diropen-emfile-N`: opening a directory fails with EMFILE from the N-th one on.
@@ -298,7 +332,7 @@ static int sync_fault(int fd) {
     char f[64];
     fault(f, sizeof f);
     if (!f[0]) return 0;
-    if (!strcmp(f, "fsync-eio") && is_log(fd)) return 1;
+    if ((!strcmp(f, "fsync-eio") || !strcmp(f, "fsync-trunc-eio")) && is_log(fd)) return 1;
     if (is_dir_fd(fd) && nth(f, "dirfsync-eio-")) return 1;
     return 0;
 }
@@ -315,6 +349,26 @@ int fdatasync(int fd) {
     if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
     if (sync_fault(fd)) { errno = EIO; return -1; }
     return real(fd);
+}
+
+static int trunc_fault(int fd) {
+    char f[64];
+    fault(f, sizeof f);
+    return !strcmp(f, "fsync-trunc-eio") && is_log(fd);
+}
+
+int ftruncate(int fd, off_t len) {
+    static int (*real)(int, off_t);
+    if (!real) real = (int (*)(int, off_t))dlsym(RTLD_NEXT, "ftruncate");
+    if (trunc_fault(fd)) { errno = EIO; return -1; }
+    return real(fd, len);
+}
+
+int ftruncate64(int fd, off64_t len) {
+    static int (*real)(int, off64_t);
+    if (!real) real = (int (*)(int, off64_t))dlsym(RTLD_NEXT, "ftruncate64");
+    if (trunc_fault(fd)) { errno = EIO; return -1; }
+    return real(fd, len);
 }
 
 static int open_fault(const char *path) {

@@ -1,28 +1,30 @@
 //! The crate's own tests of the lock's transitions, with access to the count word and the
 //! wait queue: one poll at a time with `tokio-test` (`transitions`, `upgradable`), and the
-//! loom models (`loom_*`, under `--cfg loom`).
+//! loom models (`loom_*`, under `--cfg async_rwsem_loom`).
 //!
 //! The typed layer's tests are in `crate::rwlock::tests`; both use [`support`].
 
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
+mod panics;
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod transitions;
-#[cfg(not(loom))]
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod upgradable;
 
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_fair;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_models;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_spin;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_support;
-#[cfg(loom)]
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_upgrade;
 
 /// What every test module of the crate shares: the count word's bits under short names,
 /// the policies the tests run under, and the idle check.
-#[cfg_attr(loom, allow(dead_code, unused_imports))] // the loom models use a subset
+#[cfg_attr(all(test, async_rwsem_loom), allow(dead_code, unused_imports))] // the loom models use a subset
 pub(crate) mod support {
     use std::time::Duration;
 
@@ -49,6 +51,43 @@ pub(crate) mod support {
             .handoff_timeout(Duration::MAX)
     }
 
+    /// The downgrade scenario: behind a write lock `w` of `lock` a reader, a writer and a
+    /// reader queue; `downgrade(w)` turns the write lock into a read lock and returns
+    /// what now holds it. Both readers are granted with it (the writer between them does
+    /// not hold them back under this policy) and the writer stays queued until every
+    /// reader has left; then it gets the lock, and the lock ends idle.
+    #[cfg(not(async_rwsem_loom))]
+    #[track_caller]
+    pub(crate) fn check_downgrade_grants_readers_not_writers<T: ?Sized + std::fmt::Debug, W, G>(
+        lock: &RwLock<T>,
+        w: W,
+        downgrade: impl FnOnce(W) -> G,
+    ) {
+        use tokio_test::task::spawn;
+        use tokio_test::{assert_pending, assert_ready};
+
+        let mut r1 = spawn(lock.read());
+        let mut w2 = spawn(lock.write());
+        let mut r2 = spawn(lock.read());
+        assert_pending!(r1.poll());
+        assert_pending!(w2.poll());
+        assert_pending!(r2.poll());
+        assert_eq!(lock.raw.count_word(), W | WAITERS);
+        let r = downgrade(w);
+        // Both queued readers are granted in the same step; the writer stays queued.
+        assert!(r1.is_woken() && r2.is_woken());
+        assert!(!w2.is_woken());
+        assert_eq!(lock.raw.count_word(), (3 * R) | WAITERS);
+        assert_eq!(lock.raw.queue_len(), 1);
+        let g1 = assert_ready!(r1.poll());
+        let g2 = assert_ready!(r2.poll());
+        assert!(lock.try_write().is_err());
+        drop((r, g1, g2));
+        assert!(w2.is_woken());
+        drop(assert_ready!(w2.poll()));
+        assert_idle(lock);
+    }
+
     /// The lock is unlocked and nobody waits: the count word is 0, the queue empty.
     #[track_caller]
     pub(crate) fn assert_idle<T: ?Sized>(lock: &RwLock<T>) {
@@ -60,7 +99,11 @@ pub(crate) mod support {
 /// The lock's size: no larger than `tokio::sync::RwLock<()>` (48 bytes on 64-bit targets),
 /// though it carries its policy, its reader limit and its learned spin budgets. The
 /// `stats` feature adds its counters (8 bytes each).
-#[cfg(all(not(loom), not(feature = "stats"), target_pointer_width = "64"))]
+#[cfg(all(
+    not(async_rwsem_loom),
+    not(feature = "stats"),
+    target_pointer_width = "64"
+))]
 #[test]
 fn a_lock_is_no_larger_than_tokios() {
     assert_eq!(std::mem::size_of::<crate::RwLock<()>>(), 48);

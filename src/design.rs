@@ -1,0 +1,178 @@
+//! How the lock works: what it promises, the algorithm behind it, and where each part
+//! lives in the source. Nothing here is needed to use the lock; the crate's front page
+//! is. Where the design comes from (the kernel's mailing-list threads, with their figures)
+//! is in the repository's `docs/background.md`; this lock's own measurements are in
+//! `docs/performance.md`.
+//!
+//! # What it does
+//!
+//! - **Uncontended paths are one atomic each**: a read lock is one `fetch_add`, its unlock
+//!   one `fetch_sub`; a write lock one compare-and-swap. No mutex is taken unless someone
+//!   waits.
+//! - **No allocation per wait**: the queue node lives inside the acquire future.
+//! - **Stealing, bounded by a handoff**: arrivals may take the lock ahead of queued
+//!   waiters; when the head waiter has waited past the handoff timeout (1 ms by default),
+//!   or was woken and lost the race, only it may take the lock next.
+//! - **Batch wake of readers**: when the head waiter is a reader, every queued reader (up
+//!   to [`MAX_READER_WAKE_BATCH`](crate::MAX_READER_WAKE_BATCH)) is granted in one atomic
+//!   add, skipping queued writers.
+//! - **Cancel safe in every state**: a dropped acquire unlinks itself and passes on a
+//!   wake-up it was given; one that was granted the lock but never polled releases it.
+//! - **Adaptive spinning**: readers and writers spin for the lock while its owner runs, for
+//!   a budget each lock learns from its own spins; sections that hold the lock across an
+//!   `.await` stop paying for spins after a few misses.
+//! - **Upgradable reads**: one upgradable reader beside plain readers; its `upgrade` holds
+//!   new readers off while those inside leave, and two upgraders can never deadlock.
+//!
+//! # When not to use it
+//!
+//! - If no critical section holds the lock across an `.await`, a synchronous lock
+//!   (`parking_lot::RwLock`, `std::sync::RwLock`) used from async code is simpler, and
+//!   still faster on short contended sections (the repository's `docs/performance.md` has
+//!   the figures): it is the ceiling this lock is measured against.
+//! - If every waiter must be served in arrival order whatever it costs, and you want no
+//!   knobs: by default this lock lets arrivals steal the lock from the queue for
+//!   throughput, and bounds the unfairness with a timed handoff instead. It keeps
+//!   `tokio::sync::RwLock`'s strict order when built with
+//!   [`Policy::fifo`](crate::Policy::fifo) (every scenario of tokio's own `RwLock` tests
+//!   passes against that), at the cost in throughput that `docs/performance.md` gives;
+//!   `tokio::sync::RwLock` itself is the simpler choice if that order is all you need.
+//!
+//! # The algorithm
+//!
+//! **The count word.** The whole lock state is one `AtomicUsize`, encoded as the kernel
+//! encodes `rw_semaphore::count`: bit 0 says a writer owns the lock, bit 1 that the wait
+//! queue is not empty, bit 2 that a *handoff* is pending, and the reader count starts at
+//! bit 8, with the top bit as an overflow guard (too many readers is a panic, never a
+//! wrap-around). Zero means unlocked and idle. A reader's uncontended lock is one
+//! `fetch_add` of the reader bias and its unlock one `fetch_sub`; a writer's lock is one
+//! compare-and-swap from zero and its unlock one `fetch_sub`. Nothing else is touched
+//! unless someone waits: no mutex on the uncontended paths, and no allocation on any path,
+//! because each waiter's queue node lives inside its own pinned acquire future.
+//!
+//! **Stealing and spinning.** A reader whose `fetch_add` finds the waiters bit set does
+//! not queue at once: if no writer holds the lock, no handoff is pending and readers do
+//! not already own it, it keeps its bias and so *steals* the lock, and then grants the
+//! queued readers too. A reader never joins readers that own the lock while someone
+//! waits, so a stream of readers cannot starve a queued writer. A reader that finds a
+//! writer inside spins on the count word with its bias in it, so that the writer's
+//! release leaves the lock to the reader at once. A writer that finds the lock held spins
+//! too, then gives its worker thread back to the executor once (the owner may be a task
+//! on the same thread), and only then queues. A woken queued writer is not handed the
+//! lock: it competes for it, so the lock stays busy while woken tasks are still being
+//! scheduled, which is where a strictly first-come-first-served lock loses its
+//! throughput.
+//!
+//! **Adaptive spinning.** The kernel spins only while the owner runs on a CPU. A task
+//! holding a guard may instead be suspended in an `.await`, which nothing in an executor
+//! reports; but the spins' outcomes do. So each lock learns, for readers and for writers
+//! apart, how long a spin may last: a spin that wins after `t` moves the budget halfway to
+//! `2t + 1 us`, one that runs out halves it, and at zero one contended acquire in 32
+//! probes with a short spin. Sections that never await keep a budget near their length;
+//! sections that await (or worker threads descheduled, with more workers than cores) stop
+//! paying for spins after a few misses, and the lock notices within milliseconds when the
+//! workload changes. No clock is read on the uncontended paths. The policy's
+//! `reader_spin` and `writer_spin` cap the budgets (`adaptive_spin(false)` makes the caps
+//! fixed budgets).
+//!
+//! **What differs from the kernel: the convoy.** A woken thread runs within
+//! microseconds; a woken task waits in its executor's run queue behind every other ready
+//! task. An executor runs as many tasks at once as it has workers: if every task whose
+//! section does not await spins while the owner runs, at most `workers` tasks contend, and
+//! the queue holds only tasks whose owner was suspended. A rule "do not spin while anyone
+//! is queued" turns every acquire into a sleep and a wake-up once one task has queued
+//! (measured: 240 writers with tiny sections at 0.50x tokio, every contended acquire
+//! asleep). The kernel keeps spinning while the owner is on a CPU whatever the queue
+//! holds, and lets the handoff bound what the queued waiters lose; this lock does the
+//! same in the async form: a task spins past the queue (one writer at a time, for the
+//! learned budget) and stops only for a pending handoff or for an owner known not to run,
+//! a queued writer granted the lock at a release whose task has not been polled since (the
+//! count word's `OWNER_PENDING`, its one view of `owner->on_cpu`); nor does it yield then,
+//! since a retry cannot win. A woken head writer that finds the lock taken asks for the
+//! handoff at once and spins for the owner, as the kernel's handoff waiter does, and is
+//! granted the lock at the release. Readers queued behind a head writer pass it once, a
+//! batch of at most four, and the writer gets the handoff: the queue alternates a few
+//! readers and a writer (with every queued reader granted, writers fell to 4% of the
+//! operations of mixed-40-40; with none passing, readers to 9-11%). Under
+//! [`Policy::fifo`](crate::Policy::fifo) (or a zero handoff timeout) none of this applies:
+//! nobody passes the queue.
+//!
+//! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
+//! records when it queued; once the head of the queue has waited longer than the policy's
+//! handoff timeout (1 ms by default, chosen from the policy sweep; the kernel uses 4 ms),
+//! or has lost a race after a wake-up, the handoff bit is set and the next release grants
+//! the head the lock directly (a reader head with every queued reader), while every fast
+//! path and every steal fails meanwhile. A guard's `unlock_fair` (`parking_lot`'s name)
+//! asks for the handoff on demand: its release hands the lock to the head at once. The
+//! kernel's measurement of this bound (240 writers, 5 us sections) is in the repository's
+//! `docs/background.md`, this lock's for the same shape in `docs/performance.md`. A
+//! cancelled head passes the bit to the next one.
+//!
+//! **Waking.** A release that leaves the lock free with waiters queued takes the wait
+//! lock (a small `Mutex`, never held across a waker call or an `.await`) and looks at the
+//! head: a writer is woken alone; a reader means every queued reader, skipping writers,
+//! up to the batch limit (256), is granted in one atomic add before any of them is woken.
+//!
+//! **Cancellation.** Dropping a pending acquire in any state is safe: a queued node
+//! unlinks itself and, if it was the head, wakes the next head; a node that was granted
+//! the lock but never polled releases it.
+//!
+//! **Size.** A lock is 48 bytes on 64-bit targets, as `tokio::sync::RwLock<()>`: the count
+//! word, the wait lock with its one-pointer (ring) wait list, the policy stored in 16
+//! bytes, the reader limit and the learned spin budgets. The `stats` feature adds 8 bytes
+//! per counter.
+//!
+//! # Cooperative scheduling (feature `tokio`, on by default)
+//!
+//! Inside a tokio runtime a task gets a budget of operations per turn, and tokio's own
+//! resources make it yield once the budget is spent, so that a task whose awaits are
+//! always ready still lets its neighbours run. Every async acquire takes one unit once it
+//! owns the lock, and a task whose budget is spent yields there, holding the lock, as
+//! tokio's lock does since tokio 1.54 (taking it before the acquire would yield before
+//! queueing, and let later arrivals pass a task that already returned `Pending`, against
+//! `Policy::fifo()`'s promise). The `try_` acquires take no budget (they cannot yield),
+//! nor do upgrades and downgrades (they take no new lock), nor the blocking acquires (a
+//! blocked thread cannot yield to tokio; they run their futures unconstrained). Outside a
+//! tokio runtime the check is one thread-local read and never yields.
+//!
+//! It is part of the `tokio` feature rather than a feature of its own because the budget
+//! only matters inside a tokio runtime, where the users of that feature already are, and
+//! the feature is on by default because a tokio user who swaps the `use` line would
+//! otherwise get a loop like `while !*flag.read().await {}` that never yields, and hangs a
+//! current-thread runtime (no `tokio::time::timeout` can fire there). Users of other
+//! executors turn it off with `default-features = false`, and take no tokio dependency.
+//!
+//! # Map of the source
+//!
+//! | file | what lives there |
+//! |---|---|
+//! | `src/raw/count.rs` | the count word's bits, their invariants, and every place that sets or clears a flag |
+//! | `src/raw/list.rs` | the wait-list node and its states, the intrusive ring list, the list of wakers to call |
+//! | `src/raw/read.rs` | readers: fast path, release, steal, spin, queue |
+//! | `src/raw/write.rs` | writers: fast path, release, spin, queue, `try_write_lock` |
+//! | `src/raw/upgrade.rs` | upgradable reads, upgrades, downgrades |
+//! | `src/raw/wake.rs` | waking and granting: `mark_wake`, the one grant, the one queued write lock |
+//! | `src/raw/waiter.rs` | the lock future, its re-polls and its cancellation |
+//! | `src/raw/spin.rs` | the learned spin budgets |
+//! | `src/raw/policy.rs`, `src/raw/stats.rs` | the policy and how a lock stores it; the lock-event counters |
+//! | `src/raw/tests/` | the transition tests against the count word, the list's tests, the loom models |
+//! | `src/rwlock.rs`, `src/rwlock/acquire.rs` | `RwLock<T>`: its state queries, `into_inner` and `get_mut`, the `Send`/`Sync` impls and the variance table; the constructors and every async and `try_` acquire (`acquire.rs`) |
+//! | `src/rwlock/token.rs` | lock tokens: the one place the typed layer takes, changes and releases a lock |
+//! | `src/rwlock/guard.rs`, `owned.rs`, `upgradable.rs` | the guards (borrowed, owned, upgradable) and the `Upgrade` future |
+//! | `src/rwlock/blocking.rs`, `timeout.rs`, `coop.rs` | the blocking acquires; the timed ones and tokio's cooperative budget (feature `tokio`) |
+//! | `src/design.rs` | this page |
+//! | `src/loom.rs` | where the atomics, the mutex and `UnsafeCell` come from (std or loom) |
+//!
+//! # The policy's knobs in detail
+//!
+//! What each field of [`Policy`](crate::Policy) trades (the crate's front page has the
+//! short version):
+//!
+//! | knob | raise it when | lower it when |
+//! |---|---|---|
+//! | `handoff_timeout` | throughput matters more than the worst wait | a class of tasks (readers, or writers) falls behind; `ZERO` hands the lock to the head at every release, and queued waiters never pass each other |
+//! | `writer_spin` (the cap of the learned budget) | sections are short and never await, and queues are rare | workers are few and busy, or sections await (the learned budget stops most such spins) |
+//! | `writer_yields` | owners are often tasks on the same worker | writers should queue at once |
+//! | `reader_wake_batch` | many readers queue behind writers | a burst of granted readers delays a writer too long |
+//! | `reader_spin` (the cap of the learned budget) | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11); `ZERO` turns it off |
+//! | `strict_order` ([`Policy::fifo`](crate::Policy::fifo)) | code relies on tokio's first-come-first-served order | throughput matters (stealing is off) |
