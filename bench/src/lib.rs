@@ -38,6 +38,8 @@
 //! | `mixed` | 64 tasks, 20% writes | +100 ns, 200 ns outside | a read/update mix like MongoDB/YCSB's workload A (the 2023 backport: reader spinning removed, +13% x86_64, +27% aarch64) |
 //! | `writers-240` | 240 writers | 5 us | the handoff benchmark: 240 writers, 5 us section, min/mean/max ops per thread 1/7,792/173,696 without handoff, 5,842/6,542/7,458 with it (the 2019 handoff patch) |
 //! | `mixed-40-40` | 40 readers + 40 writers | +100 ns, 100 ns outside | the same patch's mixed case: readers 1,793/1,794/1,796, writers 1,793/34,956/86,081; handoff at once collapsed it to 43/44/46 |
+//! | `writers-240-tiny` | 240 writers | the data work alone (a few ns) | the convoy: sections so short that a task should never sleep on the lock, and a woken task should not lose the lock it was woken for |
+//! | `mixed-40-40-tiny` | 40 readers + 40 writers | the data work alone, 100 ns outside | the mixed case with sections of a few ns |
 //! | `randomrw-8-8` | 8 readers + 8 writers | awaits inside (one yield), +500 ns | filebench randomrw (8 readers, 8 writers) on a 2-CPU VM: on XFS, whose buffered reads take the file's rwsem shared, 435 reads/s beside 14,202 writes/s; on ext4, 2,031 beside 14,459 (the 2019 XFS thread) |
 //! | `sysfs` | 1 writer per worker + 32 readers | readers +200 ns, writers +1 us, 500 ns outside | sysfs_bench: kernfs_activate (down_write) against kernfs_dop_revalidate (down_read), writers = CPUs; up to 50% lost in production, and ~6% (x86, 128 vCPUs) and ~23% (AArch64, 192 vCPUs) regained by restoring reader spinning (the 2025 report) |
 //! | `readers-only` | 64 readers | +100 ns, 100 ns outside | read scaling with no writer at all: the count word's cache line is the only cost |

@@ -27,6 +27,12 @@ pub enum WorkloadId {
     /// 40 readers and 40 writers, short sections: the kernel's mixed case.
     #[value(name = "mixed-40-40")]
     Mixed40x40,
+    /// 240 writers whose sections are the data work alone (a few ns): the convoy case.
+    #[value(name = "writers-240-tiny")]
+    Writers240Tiny,
+    /// 40 readers and 40 writers whose sections are the data work alone (a few ns).
+    #[value(name = "mixed-40-40-tiny")]
+    Mixed40x40Tiny,
     /// 8 readers and 8 writers that await inside the section: filebench randomrw.
     #[value(name = "randomrw-8-8")]
     RandomRw8x8,
@@ -44,13 +50,15 @@ pub enum WorkloadId {
 
 impl WorkloadId {
     /// Every workload, in run order.
-    pub const ALL: [WorkloadId; 10] = [
+    pub const ALL: [WorkloadId; 12] = [
         WorkloadId::UncontendedRead,
         WorkloadId::UncontendedWrite,
         WorkloadId::ReadMostly,
         WorkloadId::Mixed,
         WorkloadId::Writers240,
         WorkloadId::Mixed40x40,
+        WorkloadId::Writers240Tiny,
+        WorkloadId::Mixed40x40Tiny,
         WorkloadId::RandomRw8x8,
         WorkloadId::Sysfs,
         WorkloadId::ReadersOnly,
@@ -66,6 +74,8 @@ impl WorkloadId {
             WorkloadId::Mixed => "mixed",
             WorkloadId::Writers240 => "writers-240",
             WorkloadId::Mixed40x40 => "mixed-40-40",
+            WorkloadId::Writers240Tiny => "writers-240-tiny",
+            WorkloadId::Mixed40x40Tiny => "mixed-40-40-tiny",
             WorkloadId::RandomRw8x8 => "randomrw-8-8",
             WorkloadId::Sysfs => "sysfs",
             WorkloadId::ReadersOnly => "readers-only",
@@ -176,6 +186,10 @@ impl Workload {
             WorkloadId::Writers240 => w(vec![(Role::Writer, 240)], 0, 5_000, 0),
             WorkloadId::Mixed40x40 => {
                 w(vec![(Role::Reader, 40), (Role::Writer, 40)], 100, 100, 100)
+            }
+            WorkloadId::Writers240Tiny => w(vec![(Role::Writer, 240)], 0, 0, 0),
+            WorkloadId::Mixed40x40Tiny => {
+                w(vec![(Role::Reader, 40), (Role::Writer, 40)], 0, 0, 100)
             }
             WorkloadId::RandomRw8x8 => w(vec![(Role::Reader, 8), (Role::Writer, 8)], 500, 500, 500),
             WorkloadId::Sysfs => w(

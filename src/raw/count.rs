@@ -2,10 +2,10 @@
 //! kernel encodes `rw_semaphore::count` (`kernel/locking/rwsem.c`).
 //!
 //! ```text
-//!  usize::BITS-1          8   7..4    3          2         1         0
-//! +---------------+-----------+------+----------+---------+---------+---------------+
-//! | READ_FAIL     | readers   | rsvd | UPGRADBL | HANDOFF | WAITERS | WRITER_LOCKED |
-//! +---------------+-----------+------+----------+---------+---------+---------------+
+//!  usize::BITS-1          8   7..5    4         3          2         1         0
+//! +---------------+-----------+------+---------+----------+---------+---------+---------------+
+//! | READ_FAIL     | readers   | rsvd | PENDING | UPGRADBL | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +---------------+-----------+------+---------+----------+---------+---------+---------------+
 //! ```
 //!
 //! Invariants (checked by the tests and the loom models):
@@ -25,7 +25,8 @@
 //! |---|---|---|
 //! | `WRITER_LOCKED` | `write.rs`: the fast path, `try_write` and the spinner (one CAS from 0); `wake.rs` `queued_write_lock`: a queued writer (`try_write_lock`), the head granted under handoff (`wake_writer`), the upgrade (`try_upgrade_locked`); `upgrade.rs` `try_upgrade` | `write.rs` `unlock_write`; `upgrade.rs` `downgrade`, `downgrade_to_upgradable` |
 //! | `WAITERS` | the first waiter to queue, under the wait lock: `read.rs` `read_queue`, `write.rs` `write_queue`, `upgrade.rs` `upgradable_queue` and `upgrade_queue` | `wake.rs`: `queued_write_lock` (the last waiter takes the lock), `mark_wake` (every waiter granted); `waiter.rs` `cancel` (the last waiter leaves) |
-//! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgrade.rs` `upgrade_queue` (the upgrade queues at the head); `fair.rs` `handoff_to_head` (an owner's `unlock_fair`, just before its release, with waiters queued) | `wake.rs`: `queued_write_lock` (the head takes the write lock), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `cancel` (the list empties; otherwise the next head inherits the bit) |
+//! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgrade.rs` `upgrade_queue` (the upgrade queues at the head); `fair.rs` `handoff_to_head` (an owner's `unlock_fair`, just before its release, with waiters queued); `wake.rs` `mark_wake` for a head writer that queued readers pass once | `wake.rs`: `queued_write_lock` (the head takes the write lock), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `cancel` (the list empties; otherwise the next head inherits the bit) |
+//! | `OWNER_PENDING` | `wake.rs` `wake_writer` (with `WRITER_LOCKED`, granting a woken head writer at a release) | `waiter.rs`: the granted writer's next poll (`poll_slow`), or `cancel` before it releases a grant it never polled |
 //! | `UPGRADABLE` | `upgrade.rs` `try_upgradable_read`, `downgrade_to_upgradable`; `wake.rs` `mark_wake` (a queued upgradable reader granted) | `upgrade.rs` `unlock_upgradable`, `downgrade_upgradable`, `try_upgrade`; `wake.rs` `queued_write_lock` (the upgrade trades it in); `waiter.rs` `cancel` (a dropped upgrade) |
 //!
 //! Reader biases are added by every arriving reader (`read.rs` `read_fast`, taken back by
@@ -53,9 +54,16 @@ pub(crate) const HANDOFF: usize = 0b0000_0100;
 /// upgradable readers do not.
 pub(crate) const UPGRADABLE: usize = 0b0000_1000;
 
-/// Bits 4 to 7 are free.
+/// The write lock was granted to a queued writer whose task has not run since: the owner
+/// is not running, so spinning for it is pointless (the async form of the kernel's
+/// `owner->on_cpu` check). Set only together with `WRITER_LOCKED`, by the grant at a
+/// release (`wake.rs` `wake_writer`); cleared by that owner when its future next runs
+/// (`waiter.rs`), or before the release of a grant it never polled (`cancel`).
+pub(crate) const OWNER_PENDING: usize = 0b0001_0000;
+
+/// Bits 5 to 7 are free.
 #[allow(dead_code)] // documents the layout.
-pub(crate) const RESERVED: usize = 0b1111_0000;
+pub(crate) const RESERVED: usize = 0b1110_0000;
 
 /// Shift of the reader count.
 pub(crate) const READER_SHIFT: u32 = 8;
@@ -94,6 +102,7 @@ mod tests {
             WAITERS,
             HANDOFF,
             UPGRADABLE,
+            OWNER_PENDING,
             RESERVED,
             READER_MASK,
         ];

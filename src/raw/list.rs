@@ -110,7 +110,9 @@ pub(crate) struct WaiterInner {
     next: Option<NonNull<Waiter>>,
     /// The task to wake; taken out by a waker.
     pub(crate) waker: Option<Waker>,
-    /// When the node was queued (for the handoff timeout).
+    /// When a writer node was queued (for the handoff timeout), recorded by its owner
+    /// before it takes the wait lock, so that no clock is read under it. Readers need no
+    /// time: a reader head is granted at every wake-up.
     pub(crate) queued_at: Option<Instant>,
     /// A waker woke this (writer) node to compete for a free lock. If it then finds the
     /// lock taken, it lost a race, and asks for the handoff at once.
@@ -217,16 +219,17 @@ impl WaitList {
         len
     }
 
-    /// The last node (tests).
-    #[cfg(test)]
+    /// The last node.
+    #[inline]
     pub(crate) fn tail(&self) -> Option<NonNull<Waiter>> {
-        // SAFETY: as in `len`.
+        // SAFETY: the head is linked, hence alive, and `&self` means the wait lock is held;
+        // a linked node's `prev` is set.
         self.head
             .map(|head| unsafe { head.as_ref().with_inner(|inner| inner.prev) }.unwrap())
     }
 
-    /// Queues `node` for the task of `waker`: records the waker and the time (for the
-    /// handoff timeout), then links it at the tail, or at the head for an upgrade.
+    /// Queues `node` for the task of `waker`: records the waker, then links it at the tail,
+    /// or at the head for an upgrade.
     ///
     /// The waker comes in already cloned: cloning runs foreign code, which may panic, and
     /// must run before the caller changes any state (never under the wait lock).
@@ -237,10 +240,7 @@ impl WaitList {
     pub(crate) unsafe fn enqueue(&mut self, node: NonNull<Waiter>, waker: Waker, at_head: bool) {
         // SAFETY: the node is alive, idle and ours under the wait lock (caller's contract).
         unsafe {
-            node.as_ref().with_inner(|inner| {
-                inner.waker = Some(waker);
-                inner.queued_at = Some(Instant::now());
-            });
+            node.as_ref().with_inner(|inner| inner.waker = Some(waker));
             self.link(node, at_head);
         }
     }
@@ -371,21 +371,21 @@ impl WakeList {
         self.len += 1;
     }
 
-    /// Wakes every collected task. Call only after the wait lock is released.
+    /// Wakes every collected task, in place (the list is never moved: it is 4 KB, and
+    /// a move is a `memcpy` on every wake path). Call only after the wait lock is
+    /// released.
     ///
     /// If a waker panics, the others are still woken, and the first panic is then
     /// resumed.
     #[inline]
-    pub(crate) fn wake_all(self) {
-        drop(self);
-    }
-}
-
-impl Drop for WakeList {
-    fn drop(&mut self) {
-        if self.len == 0 {
-            return;
+    pub(crate) fn wake_all(&mut self) {
+        if self.len != 0 {
+            self.wake_collected();
         }
+    }
+
+    #[inline(never)]
+    fn wake_collected(&mut self) {
         let mut panic = None;
         while self.len > 0 {
             self.len -= 1;
@@ -404,6 +404,13 @@ impl Drop for WakeList {
                 panic::resume_unwind(payload);
             }
         }
+    }
+}
+
+impl Drop for WakeList {
+    #[inline]
+    fn drop(&mut self) {
+        self.wake_all();
     }
 }
 

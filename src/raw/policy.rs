@@ -38,7 +38,8 @@ pub struct Policy {
     /// (the crate documentation's *Adaptive spinning*): it stays near the sections' length
     /// while owners run, and falls to zero, with a short probe now and then, while spins
     /// run out (owners suspended in an `.await`, or worker threads descheduled). One
-    /// writer spins at a time, and only while nobody is queued.
+    /// writer spins at a time, past queued waiters, until a handoff is pending or the
+    /// owner is a queued task granted the lock and not yet running.
     pub writer_spin: Duration,
     /// How many times a writer that failed to spin yields to the executor (wakes itself and
     /// returns `Pending`) and tries again before it queues and sleeps.
@@ -89,7 +90,7 @@ impl Policy {
     };
 
     /// The default policy: readers and writers spin for a learned budget of at most 10 us
-    /// (writers one at a time, only while nobody is queued), writers then yield once, the
+    /// (writers one at a time, past the queue), writers then yield once, the
     /// handoff timeout is 1 ms, a wake-up grants up to 256 readers, arrivals may pass the
     /// queue (bounded by the handoff).
     ///

@@ -37,7 +37,7 @@ use super::list::{NodeState, Waiter, WaiterKind};
 use super::read::ReaderBias;
 use super::stats::lockevent;
 use super::wake::WakeType;
-use super::write::WriterWaitState;
+use super::write::{HeadSpin, WriterWaitState};
 use super::RawRwLock;
 
 #[derive(Debug)]
@@ -262,7 +262,16 @@ impl LockFuture<'_> {
                     if lock.write_spin() {
                         return done(&mut this.phase);
                     }
-                    return this.yield_or_queue(cx, lock.policy.writer_yields());
+                    // A yield buys a retry; with a handoff pending the lock is promised to
+                    // the head (or granted to a task not yet run), so the retry cannot win:
+                    // queue at once. Yielded tasks also sit in the run queue ahead of the
+                    // granted one, which is where 240 writers lost most of their time.
+                    let yields = if lock.handoff_pending() {
+                        0
+                    } else {
+                        lock.policy.writer_yields()
+                    };
+                    return this.yield_or_queue(cx, yields);
                 }
             },
             Phase::Yielding(left) => {
@@ -278,6 +287,9 @@ impl LockFuture<'_> {
         }
         // SAFETY: the node is ours, pinned, and was queued on `lock`.
         if unsafe { lock.poll_queued(node, cx.waker()) } {
+            if kind == WaiterKind::Write {
+                lock.owner_runs();
+            }
             done(&mut this.phase)
         } else {
             Poll::Pending
@@ -375,16 +387,20 @@ impl RawRwLock {
         }
         // A new waker, cloned without the wait lock held (foreign code may panic).
         let mut new_waker = None;
+        // A head writer spins once per poll for a running owner (see `head_spin`).
+        let mut spun = false;
         loop {
             let mut list = self.wait_lock();
             if waiter.state(Relaxed) != NodeState::Waiting {
                 return true;
             }
+            let mut head_writer = false;
             // SAFETY: linked (`Waiting`) and we hold the wait lock.
             let acquired = unsafe {
                 match waiter.kind {
                     WaiterKind::Write => {
                         let state: WriterWaitState = self.writer_wait_state(&list, node);
+                        head_writer = state != WriterWaitState::NotFirst;
                         self.try_write_lock(&mut list, node, state)
                     }
                     WaiterKind::Upgrade => self.try_upgrade_own(&mut list, node),
@@ -412,6 +428,14 @@ impl RawRwLock {
             match old {
                 Ok(old) => {
                     drop(old);
+                    if head_writer && !spun {
+                        spun = true;
+                        match self.head_spin(waiter) {
+                            HeadSpin::Granted => return true,
+                            HeadSpin::Free => continue,
+                            HeadSpin::GaveUp => {}
+                        }
+                    }
                     return false;
                 }
                 Err(()) => new_waker = Some(waker.clone()),
@@ -470,6 +494,9 @@ impl RawRwLock {
             }
         };
         if granted {
+            if kind == WaiterKind::Write {
+                self.owner_runs();
+            }
             // SAFETY: a granted node's owner holds the lock; it gives it up.
             unsafe { self.unlock(kind) };
             self.count_cancel(kind);

@@ -9,10 +9,10 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::count::*;
-use super::list::{WaitList, Waiter};
+use super::list::{NodeState, WaitList, Waiter};
 use super::spin::Spinner;
 use super::stats::lockevent;
-use super::{backoff, spin_over, RawRwLock};
+use super::{backoff, RawRwLock, SpinClock};
 
 /// Where a queued writer stands when it tries for the lock (the kernel's
 /// `enum writer_wait_state`).
@@ -27,6 +27,18 @@ pub(super) enum WriterWaitState {
     /// The head, due a handoff (it was woken and lost a race, or waited past the
     /// timeout): it takes the lock if it is free, and otherwise sets `HANDOFF`.
     Handoff,
+}
+
+/// How a [`head_spin`](RawRwLock::head_spin) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HeadSpin {
+    /// The release granted the spinning head the lock (its node is `Granted`).
+    Granted,
+    /// The lock is free: try for it again under the wait lock.
+    Free,
+    /// The owner did not leave within the budget (or is a granted task not running yet):
+    /// sleep until woken.
+    GaveUp,
 }
 
 impl RawRwLock {
@@ -71,19 +83,52 @@ impl RawRwLock {
         }
     }
 
+    /// A granted writer's task runs now (it completed its acquire, or releases a grant it
+    /// never polled): clears [`OWNER_PENDING`] if the grant set it. Only the owner of the
+    /// write lock calls this, so a bit it sees set is its own.
+    #[inline]
+    pub(crate) fn owner_runs(&self) {
+        if self.count.load(Relaxed) & OWNER_PENDING != 0 {
+            self.count.fetch_and(!OWNER_PENDING, Relaxed);
+        }
+    }
+
+    /// Is the lock promised to a queued waiter (a handoff pending) or held by one whose
+    /// task has not run since its grant? A snapshot: either way a retry soon cannot win.
+    #[inline]
+    pub(crate) fn handoff_pending(&self) -> bool {
+        self.count.load(Relaxed) & (HANDOFF | OWNER_PENDING) != 0
+    }
+
+    /// May a spinner pass the queue? Not under a strict order, nor when every release
+    /// hands the lock to the head (then nobody but the head may take it).
+    #[inline]
+    pub(super) fn spin_past_queue(&self) -> bool {
+        !self.policy.strict_order() && !self.policy.handoff_always()
+    }
+
     /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
     /// with the write lock owned.
     ///
     /// The budget is learned ([`spin`](super::spin)), under the policy's `writer_spin`
-    /// cap. Two async adaptations of the kernel's spin, both measured (see the CHANGELOG):
+    /// cap. The async adaptations of the kernel's spin, measured (see the CHANGELOG):
     /// - One spinner at a time (the kernel queues its spinners on the OSQ lock): a second
     ///   writer goes straight on to yield or queue instead of burning another worker.
-    /// - Spin only while nobody is queued. With waiters the lock goes to a woken task,
-    ///   which may sit in its executor's run queue for a long time: a spinner would steal
-    ///   from it (starving readers queued behind) or burn its worker waiting for a task
-    ///   that is not running.
+    /// - As the kernel, spin whatever the queue holds while the owner runs, and take a
+    ///   free lock past the queue unless a handoff is pending: the handoff bounds what the
+    ///   queued waiters lose. The owner does not run when the lock was just granted to a
+    ///   queued writer whose task has not been polled since ([`OWNER_PENDING`]): then the
+    ///   spinner stops, and its yield lets that task run if it waits on the same worker.
+    ///   Under a strict order (or a handoff at every release) a spinner stops as soon as
+    ///   anyone queues.
     pub(crate) fn write_spin(&self) -> bool {
-        if self.count.load(Relaxed) & WAITERS != 0 {
+        let count = self.count.load(Relaxed);
+        let stop = if self.spin_past_queue() {
+            HANDOFF | OWNER_PENDING
+        } else {
+            WAITERS
+        };
+        if count & stop != 0 {
             return false;
         }
         let cap = self.policy.writer_spin();
@@ -95,32 +140,39 @@ impl RawRwLock {
             lockevent!(self, opt_nospin);
             return false;
         }
-        let won = self.spin_as_the_spinner(budget, cap);
+        let won = self.spin_as_the_spinner(budget, cap, stop);
         self.spin.end_writer_spin();
         won
     }
 
     /// The spin itself, by the one writer that holds the spinner slot. A spin that wins or
     /// runs out teaches the writers' budget; one that stops for a queue does not.
-    fn spin_as_the_spinner(&self, budget: Duration, cap: Duration) -> bool {
-        let start = Instant::now();
+    fn spin_as_the_spinner(&self, budget: Duration, cap: Duration, stop: usize) -> bool {
+        let mut clock = SpinClock::new();
         let mut step = 0u32;
         let mut rounds = 0u32;
         loop {
             let count = self.count.load(Relaxed);
-            if count == 0 {
-                if self.write_fast_cas() {
-                    self.spin.won(Spinner::Writer, cap, start.elapsed());
+            if count & stop != 0 {
+                // A handoff is pending (or, under a strict order, someone queued): the lock
+                // is theirs next. Or its owner is a granted task not running yet.
+                break;
+            }
+            if count & (LOCK_MASK | HANDOFF) == 0 {
+                // Free (maybe with waiters queued, whom we pass: the handoff bounds that).
+                if self
+                    .count
+                    .compare_exchange(count, count | WRITER_LOCKED, Acquire, Relaxed)
+                    .is_ok()
+                {
+                    self.spin.won(Spinner::Writer, cap, clock.elapsed());
                     lockevent!(self, opt_lock);
                     return true;
                 }
                 continue;
             }
-            if count & WAITERS != 0 {
-                break; // someone queued: the lock is theirs next.
-            }
             rounds += 1;
-            if spin_over(start, budget, rounds) {
+            if clock.over(budget, rounds) {
                 // The owner kept the lock for the whole budget: most likely it is a task
                 // suspended inside its section, which no spinning will hurry.
                 self.spin.lost(Spinner::Writer, cap);
@@ -130,6 +182,41 @@ impl RawRwLock {
         }
         lockevent!(self, opt_fail);
         false
+    }
+
+    /// The head writer, polled (so its task runs) and finding the lock taken, spins for
+    /// a running owner instead of going back to sleep at once: the kernel's handoff waiter
+    /// spinning on the owner (`rwsem_spin_on_owner` in `rwsem_down_write_slowpath`).
+    /// Entered without the wait lock, with the node's waker registered and, when it lost a
+    /// race after a wake-up, `HANDOFF` set for it (so that the release grants it).
+    pub(super) fn head_spin(&self, waiter: &Waiter) -> HeadSpin {
+        if !self.spin_past_queue() {
+            return HeadSpin::GaveUp;
+        }
+        let cap = self.policy.writer_spin();
+        let Some(budget) = self.spin_budget(Spinner::Writer, cap) else {
+            return HeadSpin::GaveUp;
+        };
+        let mut clock = SpinClock::new();
+        let mut step = 0u32;
+        let mut rounds = 0u32;
+        loop {
+            if waiter.state(Acquire) != NodeState::Waiting {
+                return HeadSpin::Granted;
+            }
+            let count = self.count.load(Relaxed);
+            if count & OWNER_PENDING != 0 {
+                return HeadSpin::GaveUp;
+            }
+            if count & LOCK_MASK == 0 {
+                return HeadSpin::Free;
+            }
+            rounds += 1;
+            if clock.over(budget, rounds) {
+                return HeadSpin::GaveUp;
+            }
+            backoff(&mut step);
+        }
     }
 
     /// Queues a writer and tries for the lock once under the wait lock. Returns `true`
@@ -144,6 +231,14 @@ impl RawRwLock {
     #[cold]
     #[inline(never)]
     pub(crate) unsafe fn write_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
+        // The time for the handoff timeout, read before the wait lock is taken (the node
+        // is still `Idle`, ours alone).
+        let now = Instant::now();
+        // SAFETY: the node is idle and ours (caller's contract).
+        unsafe {
+            node.as_ref()
+                .with_inner(|inner| inner.queued_at = Some(now))
+        };
         self.with_wait_list(|list, wakers| {
             let first = list.is_empty();
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
@@ -156,11 +251,17 @@ impl RawRwLock {
                 let count = self.count.load(Relaxed);
                 self.cond_wake(list, count, wakers);
             }
+            // Just queued: the head only if nobody else waits, and not yet due a handoff
+            // unless the policy hands the lock over at every release (no clock needed).
+            let state = if !first {
+                WriterWaitState::NotFirst
+            } else if self.policy.handoff_always() {
+                WriterWaitState::Handoff
+            } else {
+                WriterWaitState::First
+            };
             // SAFETY: the node is linked and we hold the wait lock.
-            unsafe {
-                let state = self.writer_wait_state(list, node);
-                self.try_write_lock(list, node, state)
-            }
+            unsafe { self.try_write_lock(list, node, state) }
         })
     }
 

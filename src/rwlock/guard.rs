@@ -239,6 +239,9 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// let r = w.downgrade();
     /// assert!(!reader.is_woken()); // behind the queued writer
     /// drop(r);
+    /// // The free lock lets a few queued readers pass the writer once; the writer is next.
+    /// assert!(reader.is_woken() && !writer.is_woken());
+    /// drop(reader.poll());
     /// assert!(writer.is_woken());
     /// # drop(writer.poll());
     /// ```

@@ -16,6 +16,8 @@ mod loom_fair;
 #[cfg(all(test, async_rwsem_loom))]
 mod loom_models;
 #[cfg(all(test, async_rwsem_loom))]
+mod loom_spin;
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_support;
 #[cfg(all(test, async_rwsem_loom))]
 mod loom_upgrade;
@@ -27,7 +29,7 @@ pub(crate) mod support {
     use std::time::Duration;
 
     pub(crate) use crate::raw::count::{HANDOFF, WAITERS};
-    use crate::raw::count::{READER_BIAS, UPGRADABLE, WRITER_LOCKED};
+    use crate::raw::count::{OWNER_PENDING, READER_BIAS, UPGRADABLE, WRITER_LOCKED};
     use crate::{Policy, RwLock};
 
     /// `WRITER_LOCKED`.
@@ -36,6 +38,8 @@ pub(crate) mod support {
     pub(crate) const R: usize = READER_BIAS;
     /// `UPGRADABLE`.
     pub(crate) const UPG: usize = UPGRADABLE;
+    /// `OWNER_PENDING`: the write lock was granted at a release to a task not polled since.
+    pub(crate) const PENDING: usize = OWNER_PENDING;
 
     /// No spinning and no yielding, so that a writer (or a reader) queues on its first
     /// poll; no handoff, so that nothing depends on time: the smallest state space.

@@ -248,7 +248,7 @@ fn handoff_is_set_after_the_timeout_and_honoured() {
     drop(r);
     assert!(w.is_woken());
     assert!(!r2.is_woken());
-    assert_eq!(l.raw.count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS | PENDING);
     let g = assert_ready!(w.poll());
     drop(g);
     assert!(r2.is_woken());
@@ -267,7 +267,7 @@ fn timed_out_head_writer_is_granted_at_release() {
     // it the lock directly, leaving no window for a steal while it is being scheduled.
     drop(w1);
     assert!(w2.is_woken());
-    assert_eq!(l.raw.count_word(), W);
+    assert_eq!(l.raw.count_word(), W | PENDING);
     assert!(l.try_read().is_err());
     assert!(l.try_write().is_err());
     #[cfg(feature = "stats")]
@@ -297,7 +297,7 @@ fn woken_head_writer_that_loses_a_race_gets_the_handoff() {
     drop(r);
     // The release grants the head directly: a head loses at most one race per wake-up.
     assert!(w2.is_woken());
-    assert_eq!(l.raw.count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS | PENDING);
     drop(assert_ready!(w2.poll()));
     assert!(r2.is_woken());
     drop(assert_ready!(r2.poll()));
@@ -415,7 +415,7 @@ fn cancel_head_with_handoff_passes_handoff_to_next_writer() {
     drop(r);
     // ... and is granted the lock directly at the release.
     assert!(w3.is_woken());
-    assert_eq!(l.raw.count_word(), W);
+    assert_eq!(l.raw.count_word(), W | PENDING);
     drop(assert_ready!(w3.poll()));
 }
 
@@ -470,7 +470,7 @@ fn cancel_granted_but_unpolled_writer_releases() {
     drop(r);
     // Granted directly under handoff.
     assert!(w.is_woken());
-    assert_eq!(l.raw.count_word(), W | WAITERS);
+    assert_eq!(l.raw.count_word(), W | WAITERS | PENDING);
     drop(w);
     assert!(r2.is_woken());
     let _held = assert_ready!(r2.poll());
@@ -634,4 +634,105 @@ fn a_lock_future_dropped_unpolled_after_a_failed_fast_path_gives_the_bias_back()
     assert_eq!(l.raw.count_word(), W);
     drop(w);
     assert_idle(&l);
+}
+
+/// Handoffs on (an hour: never due inside a test), nothing spinning: the rules for
+/// readers behind a writer head apply (they need a handoff to bound them).
+fn queue_with_handoff() -> Policy {
+    queue_at_once().handoff_timeout(Duration::from_secs(3600))
+}
+
+#[test]
+fn readers_behind_a_writer_head_pass_it_once_and_it_is_next() {
+    let l = lock(queue_with_handoff());
+    let w1 = l.try_write().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    let mut r = spawn(l.read());
+    assert_pending!(r.poll());
+    // The release grants the reader behind the head writer and gives the writer the
+    // handoff (it is due next), without waking it.
+    drop(w1);
+    assert!(r.is_woken());
+    assert!(!w.is_woken());
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
+    let r = assert_ready!(r.poll());
+    // Later readers queue behind the writer.
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
+    drop(r);
+    assert!(w.is_woken());
+    assert_eq!(l.raw.count_word(), W | WAITERS | PENDING);
+    drop(assert_ready!(w.poll()));
+    assert!(r2.is_woken());
+    drop(assert_ready!(r2.poll()));
+    assert_eq!(l.raw.count_word(), 0);
+}
+
+#[test]
+fn a_reader_joins_readers_past_a_writer_head_in_a_bounded_batch() {
+    let l = lock(queue_with_handoff());
+    let r1 = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    // A reader arriving behind the writer, the lock reader-owned: it queues and is granted
+    // at once beside `r1`; the writer is due next.
+    let r2 = assert_ready!(spawn(l.read()).poll());
+    assert!(!w.is_woken());
+    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS | HANDOFF);
+    let mut r3 = spawn(l.read());
+    assert_pending!(r3.poll());
+    drop((r1, r2));
+    assert!(w.is_woken());
+    assert_eq!(l.raw.count_word(), W | WAITERS | PENDING);
+    drop(assert_ready!(w.poll()));
+    drop(assert_ready!(r3.poll()));
+    assert_eq!(l.raw.count_word(), 0);
+
+    // At most a few readers pass at once: the rest wait behind the writer, and after it.
+    let w1 = l.try_write().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    let mut rs: Vec<_> = (0..6).map(|_| spawn(l.read())).collect();
+    for r in &mut rs {
+        assert_pending!(r.poll());
+    }
+    drop(w1);
+    let woken = rs.iter().filter(|r| r.is_woken()).count();
+    assert_eq!(woken, 4, "a batch of four readers passes the writer");
+    assert!(
+        rs[..4].iter().all(|r| r.is_woken()),
+        "the first ones, in order"
+    );
+    assert_eq!(l.raw.count_word(), (4 * R) | WAITERS | HANDOFF);
+    let guards: Vec<_> = rs[..4]
+        .iter_mut()
+        .map(|r| assert_ready!(r.poll()))
+        .collect();
+    drop(guards);
+    assert!(w.is_woken());
+    assert!(!rs[4].is_woken());
+    drop(assert_ready!(w.poll()));
+    for r in &mut rs[4..] {
+        assert!(r.is_woken());
+        drop(assert_ready!(r.poll()));
+    }
+    assert_eq!(l.raw.count_word(), 0);
+}
+
+#[test]
+fn under_fifo_readers_never_pass_a_writer_head() {
+    let l = lock(Policy::fifo());
+    let r1 = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
+    assert!(!w.is_woken());
+    drop(r1);
+    assert!(w.is_woken());
+    assert!(!r2.is_woken());
+    drop(assert_ready!(w.poll()));
+    drop(assert_ready!(r2.poll()));
+    assert_eq!(l.raw.count_word(), 0);
 }
