@@ -367,6 +367,35 @@ fn a_panicking_wake_of_a_writer_leaves_it_able_to_take_the_lock() {
     assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
 }
 
+/// With the handoff due at once, a release hands the write lock to the queued head writer
+/// (`OWNER_PENDING`: granted, not yet polled) before waking it. A panicking wake leaves it
+/// owning the lock: the next poll completes, and a drop instead releases it.
+#[test]
+fn a_panicking_wake_of_a_writer_granted_at_a_release_leaves_it_owning_the_lock() {
+    for repoll in [true, false] {
+        let l = RwLock::with_policy(0u32, queue_at_once().handoff_timeout(Duration::ZERO));
+        let probe = Probe::new();
+        let held = l.try_write().unwrap();
+        let mut write = Box::pin(l.write());
+        assert!(poll_with(write.as_mut(), &probe_waker(&probe)).is_pending());
+        probe.panic_wake.store(true, SeqCst);
+        panics(|| drop(held));
+        assert_eq!(probe.wakes(), 1);
+        probe.panic_wake.store(false, SeqCst);
+        assert!(l.try_read().is_err(), "the grant was lost");
+        if repoll {
+            let Poll::Ready(mut w) = poll_with(write.as_mut(), &probe_waker(&probe)) else {
+                panic!("the granted writer did not complete");
+            };
+            *w += 1;
+            drop(w);
+        }
+        drop(write);
+        assert_idle(&l);
+        assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+    }
+}
+
 #[test]
 fn a_panicking_wake_of_an_upgrade_leaves_it_granted() {
     let l = lock();
