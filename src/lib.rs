@@ -141,6 +141,9 @@
 #![cfg_attr(all(test, async_rwsem_loom), allow(dead_code))]
 
 pub mod design;
+#[cfg(feature = "lockdep")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lockdep")))]
+pub mod lockdep;
 mod loom;
 mod raw;
 mod rwlock;

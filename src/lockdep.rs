@@ -1,0 +1,757 @@
+//! Lock-order checking for tasks (feature `lockdep`): the Linux kernel's `lockdep`, with
+//! tasks in place of threads. Meant for debug builds and tests.
+//!
+//! A deadlock between locks needs two holders that take two locks in opposite orders;
+//! a run shows it only if their steps interleave badly. Lockdep reports the possibility
+//! instead: it remembers, for every pair of lock *classes*, the order in which one holder
+//! held the first while it acquired the second, and reports the first acquire whose order
+//! closes a cycle, even when the two orders were taken one after the other and nothing
+//! waited.
+//!
+//! ```
+//! use async_rwsem::RwLock;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! static ACCOUNTS: RwLock<u32> = RwLock::new(0).with_lockdep_class("doc: accounts");
+//! static LEDGER: RwLock<u32> = RwLock::new(0).with_lockdep_class("doc: ledger");
+//!
+//! // One task takes the accounts, then the ledger...
+//! tokio::spawn(async {
+//!     let _accounts = ACCOUNTS.read().await;
+//!     let _ledger = LEDGER.write().await;
+//! })
+//! .await
+//! .unwrap();
+//! // ...a later one the other way round: nothing deadlocks in this run, but two such
+//! // tasks at once can, so lockdep reports it (a panic, by default).
+//! let later = tokio::spawn(async {
+//!     let _ledger = LEDGER.read().await;
+//!     let _accounts = ACCOUNTS.write().await;
+//! });
+//! let report = later.await.unwrap_err().into_panic();
+//! let report = report.downcast_ref::<String>().unwrap();
+//! assert!(report.contains(r#"lock order cycle of 2 classes: "doc: ledger" -> "doc: accounts""#));
+//! # }
+//! ```
+//!
+//! # What is checked
+//!
+//! On every acquire that can wait (`read`, `write`, `upgradable_read`, their owned,
+//! blocking and timed forms, and upgrades), before the lock is touched:
+//!
+//! - **Lock order**: for each lock the holder already holds, the edge "class A, then
+//!   class B" is added to a process-wide graph of classes, with the locations of the two
+//!   acquires the first time it was seen. An edge that closes a cycle is reported once,
+//!   with every edge of the cycle and its two locations. Every mode counts: a cycle of
+//!   reads deadlocks too, once a writer queues at each lock (a reader then queues behind
+//!   the writer, which waits for the other reader).
+//! - **Recursion**: an acquire of a lock the holder already holds, in any mode, is
+//!   reported at once: a write or an upgradable read waits for the holder's own lock,
+//!   and a read while holding a read (or the upgradable read) waits as soon as a writer
+//!   queues in between (tokio's issue 2849). An upgrade waits for every other reader: an
+//!   upgrade while the holder also holds a plain read of the lock is reported too. The
+//!   upgrade of the upgradable read that the holder holds is the one legal acquire of a
+//!   held lock.
+//! - **Two locks of one class**: holding a lock of a class while acquiring another of the
+//!   same class is reported (the edge "A, then A"), as the kernel does: lockdep cannot
+//!   order them. Locks that do nest give each level its own subclass (below).
+//!
+//! The `try_` acquires cannot wait, so they add no edge and are never reported; the lock
+//! they take is held as any other, and orders what the holder acquires next.
+//! Downgrades and upgrades change the mode of the held entry.
+//!
+//! # Classes
+//!
+//! A lock's class is where it was created (the file, line and column of the call to
+//! [`RwLock::new`] or another constructor, `const` ones and statics included), so every
+//! lock made at one place, in a loop or a generic function, is one class, as the
+//! kernel's are. [`RwLock::with_lockdep_class`] names the class instead: every lock given
+//! one name is one class, wherever it was made. [`RwLock::with_lockdep_subclass`] splits
+//! a class into levels that nest: holding a lock of subclass 0 while acquiring one of
+//! subclass 1 of the same class orders two different classes (the kernel's
+//! `down_read_nested`, fixed per lock here rather than per acquire: a lock that is
+//! sometimes the outer and sometimes the inner one needs two different classes, or is
+//! reported). Both methods are `const`, and exist (doing nothing) without the feature, so
+//! that code annotated for lockdep builds either way.
+//!
+//! ```
+//! use async_rwsem::RwLock;
+//!
+//! # tokio_test::block_on(async {
+//! let parent = RwLock::new(0).with_lockdep_class("doc: node");
+//! let child = RwLock::new(0).with_lockdep_class("doc: node").with_lockdep_subclass(1);
+//! let _p = parent.write().await;
+//! let _c = child.write().await; // "doc: node"/0, then "doc: node"/1: no report
+//! # });
+//! ```
+//!
+//! # Holders: tasks and threads
+//!
+//! The holder of an acquire is the tokio task it runs in (`tokio::task::try_id`, with the
+//! feature `tokio`), or else the thread (blocking acquires, other executors). A lock is
+//! charged to the holder that acquired it until it is released, and the release takes it
+//! off that holder's set whichever task or thread drops the guard, so a guard passed to
+//! another task leaves nothing behind. While such a guard is away, the lock still counts
+//! as held by the task that acquired it, not by the one that has it: that task's acquires
+//! are ordered after it (a task that sends a guard to a worker and acquires the same lock
+//! again before the worker drops it is reported as recursion), and the receiving task's
+//! are not (an order it makes is not seen). Acquire a lock in the task that holds it.
+//!
+//! # Reports
+//!
+//! A report names the holder, the classes, modes and locations. How it is made is
+//! chosen per process with [`set_report`]: [`Report::Panic`] (the default: the acquire
+//! panics before it touches the lock, so the task unwinds with its guards, as at any
+//! panic), [`Report::Stderr`], `Report::Tracing` (an error event, target
+//! `async_rwsem::lockdep`, with the feature `tracing`) or [`Report::Off`]. The
+//! environment variable `ASYNC_RWSEM_LOCKDEP` (`panic`, `stderr`, `tracing` or `off`)
+//! sets the report before the first acquire, so that a test suite can be run without
+//! reports while it has acquires lockdep would report on purpose. A report is made after
+//! lockdep's own mutex is released, and before the lock is touched, so a panicking report
+//! (or subscriber) leaves every lock and lockdep itself as they were.
+//!
+//! # Cost
+//!
+//! With the feature on, every acquire and every release takes one process-wide
+//! `std::sync::Mutex` (the class graph and the held sets), an acquire that can wait walks
+//! the holder's held locks, and a new edge searches the graph: the lock stops scaling
+//! with cores. The graph only grows, by one entry per class and per order seen. With
+//! [`Report::Off`] an acquire still takes the mutex once, to register the held lock
+//! (`held` must find it if reports are turned back on). Without the feature, none of this
+//! is compiled: not one instruction is added to any acquire or release.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt::{self, Write as _};
+use std::io::Write as _;
+use std::panic::Location;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+
+use crate::raw::list::WaiterKind;
+
+// ---------------------------------------------------------------------------------------
+// The public API: reports and the held set.
+
+/// How lockdep reports a possible deadlock; set for the whole process by [`set_report`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Report {
+    /// The acquire panics with the report as its message (a `String`), before it touches
+    /// the lock. The default.
+    Panic,
+    /// The report is written to the standard error, and the acquire goes on.
+    Stderr,
+    /// An error event (target `async_rwsem::lockdep`), and the acquire goes on.
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    Tracing,
+    /// Nothing is checked or reported (the held sets are still kept).
+    Off,
+}
+
+/// The report not yet read from the environment.
+const REPORT_UNSET: u8 = u8::MAX;
+
+/// The report of the process, as [`Report::to_u8`] encodes it.
+static REPORT: AtomicU8 = AtomicU8::new(REPORT_UNSET);
+
+impl Report {
+    fn to_u8(self) -> u8 {
+        match self {
+            Report::Panic => 0,
+            Report::Stderr => 1,
+            #[cfg(feature = "tracing")]
+            Report::Tracing => 2,
+            Report::Off => 3,
+        }
+    }
+
+    fn from_u8(value: u8) -> Self {
+        match value {
+            1 => Report::Stderr,
+            #[cfg(feature = "tracing")]
+            2 => Report::Tracing,
+            3 => Report::Off,
+            _ => Report::Panic,
+        }
+    }
+
+    /// The report `ASYNC_RWSEM_LOCKDEP` names; [`Report::Panic`] if unset or unknown.
+    fn from_env() -> Self {
+        match std::env::var("ASYNC_RWSEM_LOCKDEP").as_deref() {
+            Ok("stderr") => Report::Stderr,
+            #[cfg(feature = "tracing")]
+            Ok("tracing") => Report::Tracing,
+            Ok("off") => Report::Off,
+            _ => Report::Panic,
+        }
+    }
+}
+
+/// Sets how lockdep reports, for the whole process, from the next acquire on.
+///
+/// ```
+/// use async_rwsem::lockdep::{self, Report};
+///
+/// lockdep::set_report(Report::Stderr);
+/// assert_eq!(lockdep::report(), Report::Stderr);
+/// lockdep::set_report(Report::Panic);
+/// ```
+pub fn set_report(report: Report) {
+    REPORT.store(report.to_u8(), Relaxed);
+}
+
+/// How lockdep reports now: what [`set_report`] set last, else what the environment
+/// variable `ASYNC_RWSEM_LOCKDEP` says (`panic`, `stderr`, `tracing` or `off`), else
+/// [`Report::Panic`].
+pub fn report() -> Report {
+    let value = REPORT.load(Relaxed);
+    if value != REPORT_UNSET {
+        return Report::from_u8(value);
+    }
+    let report = Report::from_env();
+    // A `set_report` meanwhile wins.
+    match REPORT.compare_exchange(REPORT_UNSET, report.to_u8(), Relaxed, Relaxed) {
+        Ok(_) => report,
+        Err(set) => Report::from_u8(set),
+    }
+}
+
+/// A mode a lock is held in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// A read lock.
+    Read,
+    /// The upgradable read lock.
+    UpgradableRead,
+    /// The write lock.
+    Write,
+}
+
+impl Mode {
+    fn of(kind: WaiterKind) -> Self {
+        match kind {
+            WaiterKind::Read => Mode::Read,
+            WaiterKind::UpgradableRead => Mode::UpgradableRead,
+            WaiterKind::Write | WaiterKind::Upgrade => Mode::Write,
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Read => "read",
+            Mode::UpgradableRead => "upgradable read",
+            Mode::Write => "write",
+        })
+    }
+}
+
+/// A lock the current task (or thread) holds, as [`held`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeldLock {
+    /// The lock's class, as reports write it: `"name"` (with `/subclass` if not 0) or
+    /// `RwLock created at file:line:column`.
+    pub class: String,
+    /// The mode it is held in now (after downgrades and upgrades).
+    pub mode: Mode,
+    /// Where it was acquired.
+    pub location: &'static Location<'static>,
+}
+
+/// The locks the current task (or, outside a task, thread) holds, oldest first: those it
+/// acquired and has not released, wherever their guards are now.
+///
+/// ```
+/// use async_rwsem::lockdep::{self, Mode};
+/// use async_rwsem::RwLock;
+///
+/// let lock = RwLock::new(0).with_lockdep_class("doc: held");
+/// let guard = lock.try_read().unwrap();
+/// let held = lockdep::held();
+/// assert_eq!(held.len(), 1);
+/// assert_eq!((held[0].class.as_str(), held[0].mode), (r#""doc: held""#, Mode::Read));
+/// drop(guard);
+/// assert!(lockdep::held().is_empty());
+/// ```
+pub fn held() -> Vec<HeldLock> {
+    let holder = Holder::current();
+    let state = state();
+    state.held.get(&holder).map_or_else(Vec::new, |entries| {
+        entries
+            .iter()
+            .map(|entry| HeldLock {
+                class: state.classes[entry.class as usize].to_string(),
+                mode: entry.mode,
+                location: entry.site,
+            })
+            .collect()
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The per-lock and per-hold state the hook layer keeps.
+
+/// What a class is made of before it is registered: where the lock was created, or the
+/// name the user gave it; and the subclass.
+#[derive(Clone, Copy, Debug)]
+enum Base {
+    Site(&'static Location<'static>),
+    Name(&'static str),
+}
+
+/// A lock's class: set when the lock is made (`const`), registered in the class table at
+/// its first acquire, whose index it then caches.
+#[derive(Debug)]
+pub(crate) struct LockClass {
+    base: Base,
+    subclass: u32,
+    /// The index in the class table plus one; 0 until registered.
+    id: AtomicU32,
+}
+
+impl LockClass {
+    /// The class of a lock created at the caller's location.
+    #[track_caller]
+    pub(crate) const fn new() -> Self {
+        Self {
+            base: Base::Site(Location::caller()),
+            subclass: 0,
+            id: AtomicU32::new(0),
+        }
+    }
+
+    /// Names the class (before the lock is shared: no acquire has registered it).
+    pub(crate) const fn set_name(&mut self, name: &'static str) {
+        self.base = Base::Name(name);
+    }
+
+    /// Sets the subclass (before the lock is shared).
+    pub(crate) const fn set_subclass(&mut self, subclass: u32) {
+        self.subclass = subclass;
+    }
+
+    /// The key of the class table.
+    fn key(&self) -> ClassKey {
+        let base = match self.base {
+            Base::Site(site) => KeyBase::Site(site.file(), site.line(), site.column()),
+            Base::Name(name) => KeyBase::Name(name),
+        };
+        ClassKey {
+            base,
+            subclass: self.subclass,
+        }
+    }
+}
+
+/// Which holder a held lock was charged to, and its entry there (0: not charged).
+#[derive(Debug)]
+pub(crate) struct HeldState {
+    holder: Holder,
+    entry: u64,
+}
+
+// ---------------------------------------------------------------------------------------
+// The calls of the hook layer.
+
+/// An acquire of the lock at `lock` (its address) of class `class`, in the mode `kind`
+/// names, called at `site`, is about to start; `wait`: it can wait (not a `try_`). Checks
+/// it against what the current holder holds, and reports, with lockdep's mutex released
+/// and before the lock is touched.
+pub(crate) fn acquiring(
+    class: &LockClass,
+    lock: usize,
+    kind: WaiterKind,
+    site: &'static Location<'static>,
+    wait: bool,
+) {
+    if !wait {
+        return;
+    }
+    let report = report();
+    if report == Report::Off {
+        return;
+    }
+    let holder = Holder::current();
+    let message = {
+        let mut state = state();
+        let class = state.class_id(class);
+        state.check(holder, lock, class, kind, site)
+    };
+    if let Some(message) = message {
+        deliver(report, &message);
+    }
+}
+
+/// The lock at `lock` of class `class` is owned now, in the mode `kind` names, by an
+/// acquire called at `site`: charges it to the current holder.
+pub(crate) fn acquired(
+    class: &LockClass,
+    lock: usize,
+    kind: WaiterKind,
+    site: &'static Location<'static>,
+) -> HeldState {
+    let holder = Holder::current();
+    let mut state = state();
+    let class = state.class_id(class);
+    state.next_entry += 1;
+    let entry = state.next_entry;
+    state.held.entry(holder).or_default().push(Entry {
+        id: entry,
+        lock,
+        class,
+        mode: Mode::of(kind),
+        site,
+    });
+    HeldState { holder, entry }
+}
+
+/// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
+pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
+    if held.entry == 0 {
+        return;
+    }
+    let mut state = state();
+    if let Some(entry) = state
+        .held
+        .get_mut(&held.holder)
+        .and_then(|entries| entries.iter_mut().find(|entry| entry.id == held.entry))
+    {
+        entry.mode = Mode::of(to);
+    }
+}
+
+/// The held lock was released: takes it off the set of the holder it was charged to,
+/// whoever releases it.
+pub(crate) fn released(held: HeldState) {
+    if held.entry == 0 {
+        return;
+    }
+    let mut state = state();
+    if let Some(entries) = state.held.get_mut(&held.holder) {
+        entries.retain(|entry| entry.id != held.entry);
+        if entries.is_empty() {
+            state.held.remove(&held.holder);
+        }
+    }
+}
+
+/// Makes a report: foreign code (a panic, a subscriber), so never under lockdep's mutex.
+fn deliver(report: Report, message: &str) {
+    match report {
+        Report::Panic => panic!("{message}"),
+        Report::Stderr => {
+            // A closed standard error loses the report; it must not panic.
+            let _ = writeln!(std::io::stderr(), "{message}");
+        }
+        #[cfg(feature = "tracing")]
+        Report::Tracing => {
+            tracing::error!(target: "async_rwsem::lockdep", "{message}");
+        }
+        Report::Off => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Holders.
+
+/// Who holds locks: a tokio task, or else a thread (numbered by lockdep).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Holder {
+    #[cfg(feature = "tokio")]
+    Task(tokio::task::Id),
+    Thread(u64),
+}
+
+/// The number of the next thread that acquires.
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's number.
+    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Relaxed);
+}
+
+impl Holder {
+    fn current() -> Self {
+        #[cfg(feature = "tokio")]
+        if let Some(task) = tokio::task::try_id() {
+            return Holder::Task(task);
+        }
+        // In a thread-local destructor the number may be gone: a new one (the thread's
+        // acquires there are not ordered with its earlier ones).
+        Holder::Thread(
+            THREAD
+                .try_with(|thread| *thread)
+                .unwrap_or_else(|_| NEXT_THREAD.fetch_add(1, Relaxed)),
+        )
+    }
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            #[cfg(feature = "tokio")]
+            Holder::Task(task) => write!(f, "task {task}"),
+            Holder::Thread(thread) => write!(f, "thread #{thread}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The process-wide state: classes, the order graph, the held sets.
+
+/// A class's identity in the table: the creation site by value (one site may have
+/// several `Location` statics), or the name; and the subclass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ClassKey {
+    base: KeyBase,
+    subclass: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum KeyBase {
+    Site(&'static str, u32, u32),
+    Name(&'static str),
+}
+
+impl fmt::Display for ClassKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.base {
+            KeyBase::Site(file, line, column) => {
+                write!(f, "RwLock created at {file}:{line}:{column}")?;
+            }
+            KeyBase::Name(name) => write!(f, "\"{name}\"")?,
+        }
+        if self.subclass != 0 {
+            write!(f, "/{}", self.subclass)?;
+        }
+        Ok(())
+    }
+}
+
+/// A lock a holder holds.
+#[derive(Debug)]
+struct Entry {
+    id: u64,
+    lock: usize,
+    class: u32,
+    mode: Mode,
+    site: &'static Location<'static>,
+}
+
+/// An order seen: a holder held a lock of the first class (acquired at `held_site`) and
+/// acquired one of the second (at `site`), the first time it was seen.
+#[derive(Debug)]
+struct Edge {
+    held_mode: Mode,
+    held_site: &'static Location<'static>,
+    mode: Mode,
+    site: &'static Location<'static>,
+    holder: Holder,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The classes, by index.
+    classes: Vec<ClassKey>,
+    ids: HashMap<ClassKey, u32>,
+    /// The orders seen, and the classes each class was seen before.
+    edges: HashMap<(u32, u32), Edge>,
+    after: Vec<Vec<u32>>,
+    held: HashMap<Holder, Vec<Entry>>,
+    next_entry: u64,
+    /// The recursions reported (the two locations), each reported once.
+    recursions: HashSet<(&'static Location<'static>, &'static Location<'static>)>,
+}
+
+static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
+
+/// Lockdep's state. Nothing panics while it is locked, but a poisoned mutex is taken as
+/// it is: lockdep must never stop a release.
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl State {
+    /// The index of the class, registered if new.
+    fn class_id(&mut self, class: &LockClass) -> u32 {
+        let cached = class.id.load(Relaxed);
+        if cached != 0 {
+            return cached - 1;
+        }
+        let key = class.key();
+        let id = match self.ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(self.classes.len()).expect("fewer than 2^32 classes");
+                self.classes.push(key);
+                self.after.push(Vec::new());
+                self.ids.insert(key, id);
+                id
+            }
+        };
+        class.id.store(id + 1, Relaxed);
+        id
+    }
+
+    /// Checks an acquire that can wait against the locks `holder` holds, adds its
+    /// orders, and returns the report to make, if any.
+    fn check(
+        &mut self,
+        holder: Holder,
+        lock: usize,
+        class: u32,
+        kind: WaiterKind,
+        site: &'static Location<'static>,
+    ) -> Option<String> {
+        let mode = Mode::of(kind);
+        let held: Vec<(usize, u32, Mode, &'static Location<'static>)> = self
+            .held
+            .get(&holder)
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|entry| (entry.lock, entry.class, entry.mode, entry.site))
+                    .collect()
+            })
+            .unwrap_or_default();
+
+        // The same lock again.
+        for &(held_lock, _, held_mode, held_site) in &held {
+            if held_lock != lock {
+                continue;
+            }
+            let why = match (kind, held_mode) {
+                // The one legal acquire of a held lock.
+                (WaiterKind::Upgrade, Mode::UpgradableRead) => continue,
+                (WaiterKind::Upgrade, _) => {
+                    "an upgrade waits for every other reader to leave, this holder's own too"
+                }
+                (_, Mode::Write) => "the write lock it holds excludes every other acquire",
+                (WaiterKind::Read, _) => {
+                    "a reader queues behind a writer that queues in between, and the writer \
+                     waits for the lock this holder holds (tokio issue 2849)"
+                }
+                _ => "the lock this holder holds excludes this acquire",
+            };
+            if !self.recursions.insert((held_site, site)) {
+                return None;
+            }
+            let name = self.classes[class as usize];
+            return Some(format!(
+                "async-rwsem lockdep: possible deadlock: recursive acquire of one lock\n  \
+                 {holder} acquires {name} ({mode}) at {site}\n  \
+                 while it holds that lock ({held_mode}, acquired at {held_site}):\n  {why}"
+            ));
+        }
+        if kind == WaiterKind::Upgrade {
+            // An upgrade waits only for the lock's readers; its order against the other
+            // locks held is not checked.
+            return None;
+        }
+
+        // The orders: each class held, then this one.
+        let mut report = None;
+        for &(_, held_class, held_mode, held_site) in &held {
+            if self.edges.contains_key(&(held_class, class)) {
+                continue;
+            }
+            self.edges.insert(
+                (held_class, class),
+                Edge {
+                    held_mode,
+                    held_site,
+                    mode,
+                    site,
+                    holder,
+                },
+            );
+            self.after[held_class as usize].push(class);
+            if report.is_some() {
+                continue;
+            }
+            report = if held_class == class {
+                let name = self.classes[class as usize];
+                Some(format!(
+                    "async-rwsem lockdep: possible deadlock: two locks of one class held at once\n  \
+                     {holder} acquires {name} ({mode}) at {site}\n  \
+                     while it holds another lock of that class ({held_mode}, acquired at \
+                     {held_site}):\n  lockdep cannot order them; if they nest, give the \
+                     inner one another subclass (RwLock::with_lockdep_subclass)"
+                ))
+            } else {
+                self.path(class, held_class)
+                    .map(|path| self.cycle_report(held_class, class, &path))
+            };
+        }
+        report
+    }
+
+    /// A path of orders from class `from` to class `to`, as the classes after `from`, if
+    /// there is one (breadth first: the shortest).
+    fn path(&self, from: u32, to: u32) -> Option<Vec<u32>> {
+        let mut parent: HashMap<u32, u32> = HashMap::new();
+        let mut queue = VecDeque::from([from]);
+        while let Some(class) = queue.pop_front() {
+            for &next in &self.after[class as usize] {
+                if next == from || parent.contains_key(&next) {
+                    continue;
+                }
+                parent.insert(next, class);
+                if next == to {
+                    let mut path = vec![to];
+                    let mut at = to;
+                    while let Some(&before) = parent.get(&at) {
+                        if before == from {
+                            break;
+                        }
+                        path.push(before);
+                        at = before;
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+                queue.push_back(next);
+            }
+        }
+        None
+    }
+
+    /// The report of the new order `first -> second` that closes a cycle back to
+    /// `first` through `path` (the classes after `second`, ending with `first`).
+    fn cycle_report(&self, first: u32, second: u32, path: &[u32]) -> String {
+        let mut classes = vec![first, second];
+        classes.extend_from_slice(path);
+        let names: Vec<String> = classes
+            .iter()
+            .map(|&class| self.classes[class as usize].to_string())
+            .collect();
+        let mut report = format!(
+            "async-rwsem lockdep: possible deadlock: lock order cycle of {} classes: {}\n",
+            classes.len() - 1,
+            names.join(" -> ")
+        );
+        for (i, pair) in classes.windows(2).enumerate() {
+            let edge = &self.edges[&(pair[0], pair[1])];
+            let when = if i == 0 { "now" } else { "seen before" };
+            let _ = writeln!(
+                report,
+                "  {} -> {} ({when}, {}): held {} ({}, acquired at {}), then acquired {} ({}) at {}",
+                names[i],
+                names[i + 1],
+                edge.holder,
+                names[i],
+                edge.held_mode,
+                edge.held_site,
+                names[i + 1],
+                edge.mode,
+                edge.site,
+            );
+        }
+        report.pop();
+        report
+    }
+}
