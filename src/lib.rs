@@ -142,6 +142,7 @@
 
 pub mod design;
 mod loom;
+mod observe;
 mod raw;
 mod rwlock;
 
