@@ -145,6 +145,7 @@ pub mod design;
 #[cfg_attr(docsrs, doc(cfg(feature = "lockdep")))]
 pub mod lockdep;
 mod loom;
+mod observe;
 mod raw;
 mod rwlock;
 
