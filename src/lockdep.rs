@@ -125,10 +125,13 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
 use std::panic::Location;
+use std::ptr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
+use crate::observe::Attempt;
 use crate::raw::list::WaiterKind;
+use crate::raw::RawRwLock;
 
 // ---------------------------------------------------------------------------------------
 // The public API: reports and the held set.
@@ -347,6 +350,13 @@ impl LockClass {
     }
 }
 
+impl Default for LockClass {
+    #[track_caller]
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Which holder a held lock was charged to, and its entry there (0: not charged).
 #[derive(Debug)]
 pub(crate) struct HeldState {
@@ -357,18 +367,16 @@ pub(crate) struct HeldState {
 // ---------------------------------------------------------------------------------------
 // The calls of the hook layer.
 
-/// An acquire of the lock at `lock` (its address) of class `class`, in the mode `kind`
-/// names, called at `site`, is about to start; `wait`: it can wait (not a `try_`). Checks
-/// it against what the current holder holds, and reports, with lockdep's mutex released
-/// and before the lock is touched.
+/// An acquire of `raw` in the mode `kind` names, called at `site`, is about to start.
+/// Checks it against what the current holder holds if it can wait, adds its orders, and
+/// reports, with lockdep's mutex released and before the lock is touched.
 pub(crate) fn acquiring(
-    class: &LockClass,
-    lock: usize,
+    raw: &RawRwLock,
     kind: WaiterKind,
     site: &'static Location<'static>,
-    wait: bool,
+    attempt: Attempt,
 ) {
-    if !wait {
+    if attempt == Attempt::Try {
         return;
     }
     let report = report();
@@ -378,35 +386,47 @@ pub(crate) fn acquiring(
     let holder = Holder::current();
     let message = {
         let mut state = state();
-        let class = state.class_id(class);
-        state.check(holder, lock, class, kind, site)
+        let class = state.class_id(&raw.observe.lockdep);
+        state.check(
+            holder,
+            address(raw),
+            class,
+            kind,
+            site,
+            attempt == Attempt::Upgrade,
+        )
     };
     if let Some(message) = message {
         deliver(report, &message);
     }
 }
 
-/// The lock at `lock` of class `class` is owned now, in the mode `kind` names, by an
-/// acquire called at `site`: charges it to the current holder.
+/// `raw` is owned now, in the mode `kind` names, by an acquire called at `site`: charges
+/// it to the current holder. Never panics, and runs no foreign code.
 pub(crate) fn acquired(
-    class: &LockClass,
-    lock: usize,
+    raw: &RawRwLock,
     kind: WaiterKind,
     site: &'static Location<'static>,
 ) -> HeldState {
     let holder = Holder::current();
     let mut state = state();
-    let class = state.class_id(class);
+    let class = state.class_id(&raw.observe.lockdep);
     state.next_entry += 1;
     let entry = state.next_entry;
     state.held.entry(holder).or_default().push(Entry {
         id: entry,
-        lock,
+        lock: address(raw),
         class,
         mode: Mode::of(kind),
         site,
     });
     HeldState { holder, entry }
+}
+
+/// A lock's identity while it is held: its address (it cannot move or be freed while
+/// held).
+fn address(raw: &RawRwLock) -> usize {
+    ptr::from_ref(raw) as usize
 }
 
 /// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
@@ -606,6 +626,7 @@ impl State {
         class: u32,
         kind: WaiterKind,
         site: &'static Location<'static>,
+        upgrade: bool,
     ) -> Option<String> {
         let mode = Mode::of(kind);
         let held: Vec<(usize, u32, Mode, &'static Location<'static>)> = self
@@ -624,14 +645,14 @@ impl State {
             if held_lock != lock {
                 continue;
             }
-            let why = match (kind, held_mode) {
+            let why = match (upgrade, kind, held_mode) {
                 // The one legal acquire of a held lock.
-                (WaiterKind::Upgrade, Mode::UpgradableRead) => continue,
-                (WaiterKind::Upgrade, _) => {
+                (true, _, Mode::UpgradableRead) => continue,
+                (true, _, _) => {
                     "an upgrade waits for every other reader to leave, this holder's own too"
                 }
-                (_, Mode::Write) => "the write lock it holds excludes every other acquire",
-                (WaiterKind::Read, _) => {
+                (_, _, Mode::Write) => "the write lock it holds excludes every other acquire",
+                (_, WaiterKind::Read, _) => {
                     "a reader queues behind a writer that queues in between, and the writer \
                      waits for the lock this holder holds (tokio issue 2849)"
                 }
@@ -647,7 +668,7 @@ impl State {
                  while it holds that lock ({held_mode}, acquired at {held_site}):\n  {why}"
             ));
         }
-        if kind == WaiterKind::Upgrade {
+        if upgrade {
             // An upgrade waits only for the lock's readers; its order against the other
             // locks held is not checked.
             return None;

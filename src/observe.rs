@@ -78,30 +78,50 @@ pub(crate) enum Attempt {
 
 /// Per-lock state of the observers: the `observe` field of [`RawRwLock`].
 #[derive(Debug, Default)]
-pub(crate) struct LockObserve {}
+pub(crate) struct LockObserve {
+    /// The lock's class (feature `lockdep`): where it was created, or the name given.
+    #[cfg(feature = "lockdep")]
+    pub(crate) lockdep: crate::lockdep::LockClass,
+}
 
 impl LockObserve {
-    /// The state of a new lock.
+    /// The state of a new lock, created at the caller's location (`#[track_caller]` with
+    /// the feature `lockdep`, for the lock's class, as every public constructor).
+    #[cfg_attr(feature = "lockdep", track_caller)]
     #[inline]
     pub(crate) const fn new() -> Self {
-        Self {}
+        Self {
+            #[cfg(feature = "lockdep")]
+            lockdep: crate::lockdep::LockClass::new(),
+        }
     }
 }
 
 /// Per-hold state of the observers: carried by every lock token, from [`acquired`] to
 /// [`released`], across mode changes.
 #[derive(Debug)]
-pub(crate) struct Held {}
+pub(crate) struct Held {
+    /// Which holder's held set the lock is in (feature `lockdep`).
+    #[cfg(feature = "lockdep")]
+    lockdep: crate::lockdep::HeldState,
+}
 
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
 #[inline]
-pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {}
+pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {
+    // Lockdep's report may panic: nothing is held for this acquire yet.
+    #[cfg(feature = "lockdep")]
+    crate::lockdep::acquiring(raw, kind, site.location(), attempt);
+}
 
 /// The lock of `raw` is now owned in mode `kind`, taken from `site`: the state its token
 /// carries. Runs no foreign code (see the module documentation).
 #[inline]
 pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
-    Held {}
+    Held {
+        #[cfg(feature = "lockdep")]
+        lockdep: crate::lockdep::acquired(raw, kind, site.location()),
+    }
 }
 
 /// The token of the lock just [`acquired`] exists: foreign code may run.
@@ -110,11 +130,17 @@ pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {}
 
 /// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
 #[inline]
-pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {}
+pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {
+    #[cfg(feature = "lockdep")]
+    crate::lockdep::changed(&mut held.lockdep, to);
+}
 
 /// The lock of `raw` held in mode `kind` as `held` has been released.
 #[inline]
-pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {}
+pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
+    #[cfg(feature = "lockdep")]
+    crate::lockdep::released(held.lockdep);
+}
 
 /// The [`Held`] of a lock handed to a future that may be dropped unfinished (an upgrade in
 /// flight): if it is dropped still holding it, it tells the observers that the lock was

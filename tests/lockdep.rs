@@ -75,7 +75,7 @@ async fn ab_ba_in_two_sequential_tasks_is_reported_though_nothing_deadlocks() {
     .await
     .unwrap();
     let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
-    let (line_b2, line_a2) = (line!() + 3, line!() + 4);
+    let (line_b2, line_a2) = (line!() + 2, line!() + 3);
     let report = report_of(async move {
         let _gb = b2.read().await;
         let _ga = a2.write().await;
@@ -152,7 +152,7 @@ async fn a_cycle_of_three_classes_is_reported_with_its_three_orders() {
 async fn a_recursive_read_with_a_writer_queued_is_reported() {
     let l = lock("recursive read");
     let l2 = Arc::clone(&l);
-    let (line_1, line_2) = (line!() + 3, line!() + 13);
+    let (line_1, line_2) = (line!() + 2, line!() + 12);
     let task = tokio::spawn(async move {
         let first = l2.read().await;
         // A writer in another task queues behind the read lock...
@@ -204,7 +204,7 @@ async fn a_write_while_holding_a_read_is_reported_at_once() {
     assert_idle(&l);
 
     // A write while holding the write lock, from a thread (blocking).
-    let line_w2 = line!() + 3;
+    let line_w2 = line!() + 2;
     let report = thread::spawn(move || {
         let _w = l.blocking_write();
         let _w2 = l.blocking_write();
@@ -345,7 +345,7 @@ async fn two_locks_of_one_class_are_reported_unless_they_nest() {
         "{report}"
     );
     assert!(
-        report.contains(&format!("RwLock created at {}", at(line!() - 9))),
+        report.contains(&format!("RwLock created at {}", at(line!() - 12))),
         "{report}"
     );
 

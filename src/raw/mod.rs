@@ -104,6 +104,8 @@ use crate::observe::LockObserve;
 /// Defines `RawRwLock::new`, `const` or not.
 macro_rules! define_new {
     ($($const:tt)?) => {
+        // The caller's location is the lock's class under the feature `lockdep`.
+        #[cfg_attr(feature = "lockdep", track_caller)]
         pub(crate) $($const)? fn new(policy: Policy, max_readers: usize) -> Self {
             // The first message is tokio's, word for word.
             assert!(max_readers > 0, "a RwLock may not be created with 0 readers");

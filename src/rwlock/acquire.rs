@@ -23,6 +23,7 @@ impl<T> RwLock<T> {
     /// # let _ = (&COUNTER, lock);
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub const fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
     }
@@ -33,6 +34,7 @@ impl<T> RwLock<T> {
 
     /// See the `const` [`new`](Self::new) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
     }
@@ -47,12 +49,14 @@ impl<T> RwLock<T> {
     /// assert!(NAMES.try_read().unwrap().is_empty());
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub const fn const_new(value: T) -> Self {
         Self::new(value)
     }
 
     /// See the `const` [`const_new`](Self::const_new) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn const_new(value: T) -> Self {
         Self::new(value)
     }
@@ -67,12 +71,14 @@ impl<T> RwLock<T> {
     /// assert_eq!(lock.policy().handoff_timeout, Duration::from_millis(1));
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub const fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
 
     /// See the `const` [`with_policy`](Self::with_policy) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
@@ -99,12 +105,14 @@ impl<T> RwLock<T> {
     /// # drop(b);
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub const fn with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
     }
 
     /// See the `const` [`with_max_readers`](Self::with_max_readers) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
     }
@@ -119,6 +127,7 @@ impl<T> RwLock<T> {
     /// # let _ = &POOL;
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub const fn const_with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_max_readers(value, max_readers)
     }
@@ -126,6 +135,7 @@ impl<T> RwLock<T> {
     /// See the `const` [`const_with_max_readers`](Self::const_with_max_readers) (loom
     /// build).
     #[cfg(all(test, async_rwsem_loom))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn const_with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_max_readers(value, max_readers)
     }
@@ -144,6 +154,7 @@ impl<T> RwLock<T> {
     /// assert!(lock.try_read().is_ok());
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub const fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
             raw: RawRwLock::new(policy, max_readers),
@@ -154,11 +165,49 @@ impl<T> RwLock<T> {
     /// See the `const`
     /// [`with_policy_and_max_readers`](Self::with_policy_and_max_readers) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
             raw: RawRwLock::new(policy, max_readers),
             data: UnsafeCell::new(value),
         }
+    }
+
+    /// Names the lock's class for the feature `lockdep` (see [`crate::lockdep`]): every
+    /// lock given the same name is one class, wherever it was made. Without it, a lock's
+    /// class is where it was created. Without the feature, it does nothing (so code
+    /// annotated for lockdep builds either way).
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// static SESSIONS: RwLock<Vec<u32>> = RwLock::new(Vec::new()).with_lockdep_class("sessions");
+    /// # let _ = &SESSIONS;
+    /// ```
+    #[cfg_attr(not(feature = "lockdep"), allow(unused_mut, unused_variables))]
+    pub const fn with_lockdep_class(mut self, name: &'static str) -> Self {
+        #[cfg(feature = "lockdep")]
+        self.raw.observe.lockdep.set_name(name);
+        self
+    }
+
+    /// Sets the lock's lockdep subclass (see [`crate::lockdep`]): locks of one class that
+    /// nest take different subclasses, the outer one 0 (the default), so that holding one
+    /// while acquiring the other is an order between two classes, not two locks of one
+    /// class. Without the feature `lockdep`, it does nothing.
+    ///
+    /// ```
+    /// use async_rwsem::RwLock;
+    ///
+    /// let parent = RwLock::new(0).with_lockdep_class("node");
+    /// let child = RwLock::new(0).with_lockdep_class("node").with_lockdep_subclass(1);
+    /// let (_p, _c) = (parent.try_write().unwrap(), child.try_write().unwrap());
+    /// ```
+    #[cfg_attr(not(feature = "lockdep"), allow(unused_mut, unused_variables))]
+    pub const fn with_lockdep_subclass(mut self, subclass: u32) -> Self {
+        #[cfg(feature = "lockdep")]
+        self.raw.observe.lockdep.set_subclass(subclass);
+        self
     }
 }
 
