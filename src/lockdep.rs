@@ -13,6 +13,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
+//! # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Panic);
 //! static ACCOUNTS: RwLock<u32> = RwLock::new(0).with_lockdep_class("doc: accounts");
 //! static LEDGER: RwLock<u32> = RwLock::new(0).with_lockdep_class("doc: ledger");
 //!
@@ -98,6 +99,13 @@
 //! again before the worker drops it is reported as recursion), and the receiving task's
 //! are not (an order it makes is not seen). Acquire a lock in the task that holds it.
 //!
+//! Futures that run concurrently inside one task (`join!`, `select!`,
+//! `FuturesUnordered`, the mock tasks of `tokio_test` polled on one thread) are one
+//! holder: a lock that one of them holds orders the acquires of the others, and one lock
+//! taken by two of them is reported as recursion, although the task can still make
+//! progress (the holder is polled again and releases it). Spawn such futures as tasks,
+//! or turn reports off for them.
+//!
 //! # Reports
 //!
 //! A report names the holder, the classes, modes and locations. How it is made is
@@ -106,8 +114,9 @@
 //! panic), [`Report::Stderr`], `Report::Tracing` (an error event, target
 //! `async_rwsem::lockdep`, with the feature `tracing`) or [`Report::Off`]. The
 //! environment variable `ASYNC_RWSEM_LOCKDEP` (`panic`, `stderr`, `tracing` or `off`)
-//! sets the report before the first acquire, so that a test suite can be run without
-//! reports while it has acquires lockdep would report on purpose. A report is made after
+//! sets the report until [`set_report`] is called, so that a test suite that takes locks
+//! in such orders on purpose (or joins futures that share locks inside one task) can run
+//! with the feature on and reports off. A report is made after
 //! lockdep's own mutex is released, and before the lock is touched, so a panicking report
 //! (or subscriber) leaves every lock and lockdep itself as they were.
 //!

@@ -1,5 +1,7 @@
 //! No allocation on any acquire path: a counting global allocator around uncontended
-//! lock/unlock, queueing, batch grants, handoff and cancellation.
+//! lock/unlock, queueing, batch grants, handoff and cancellation. (Not with the feature
+//! `lockdep`, a debug tool whose held sets and class graph allocate.)
+#![cfg(not(feature = "lockdep"))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

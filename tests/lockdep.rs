@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 
-use async_rwsem::lockdep::{self, Mode};
+use async_rwsem::lockdep::{self, Mode, Report};
 use async_rwsem::{
     OwnedRwLockUpgradableReadGuard, OwnedRwLockWriteGuard, RwLock, RwLockUpgradableReadGuard,
     RwLockWriteGuard,
@@ -23,6 +23,13 @@ use async_rwsem::{
 
 mod support;
 use support::assert_idle;
+
+/// Every report a panic, whatever `ASYNC_RWSEM_LOCKDEP` says (CI turns reports off for
+/// the other test binaries, which take locks in reported orders on purpose). Every test
+/// calls it first; they all set the same report.
+fn setup() {
+    lockdep::set_report(Report::Panic);
+}
 
 /// A lock of the class `name`, shareable with spawned tasks.
 fn lock(name: &'static str) -> Arc<RwLock<u32>> {
@@ -64,6 +71,7 @@ fn assert_mentions(report: &str, lines: &[u32]) {
 
 #[tokio::test]
 async fn ab_ba_in_two_sequential_tasks_is_reported_though_nothing_deadlocks() {
+    setup();
     let (a, b) = (lock("abba: a"), lock("abba: b"));
     let (a1, b1) = (Arc::clone(&a), Arc::clone(&b));
     let lines = tokio::spawn(async move {
@@ -113,6 +121,7 @@ async fn ab_ba_in_two_sequential_tasks_is_reported_though_nothing_deadlocks() {
 
 #[tokio::test]
 async fn a_cycle_of_three_classes_is_reported_with_its_three_orders() {
+    setup();
     let (a, b, c) = (lock("three: a"), lock("three: b"), lock("three: c"));
     let mut lines = Vec::new();
     for (first, second) in [(&a, &b), (&b, &c)] {
@@ -150,6 +159,7 @@ async fn a_cycle_of_three_classes_is_reported_with_its_three_orders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recursive_read_with_a_writer_queued_is_reported() {
+    setup();
     let l = lock("recursive read");
     let l2 = Arc::clone(&l);
     let (line_1, line_2) = (line!() + 2, line!() + 12);
@@ -181,6 +191,7 @@ async fn a_recursive_read_with_a_writer_queued_is_reported() {
 
 #[tokio::test]
 async fn a_write_while_holding_a_read_is_reported_at_once() {
+    setup();
     let l = lock("write while read");
     let l2 = Arc::clone(&l);
     let (line_r, line_w) = (line!() + 2, line!() + 3);
@@ -222,6 +233,7 @@ async fn a_write_while_holding_a_read_is_reported_at_once() {
 
 #[tokio::test]
 async fn the_same_order_repeated_is_not_reported() {
+    setup();
     let (a, b, c) = (lock("same: a"), lock("same: b"), lock("same: c"));
     let mut tasks = Vec::new();
     for i in 0..8 {
@@ -249,6 +261,7 @@ async fn the_same_order_repeated_is_not_reported() {
 
 #[tokio::test]
 async fn try_acquires_in_the_reverse_order_are_not_reported() {
+    setup();
     let (a, b) = (lock("try: a"), lock("try: b"));
     {
         let _a = a.read().await;
@@ -271,6 +284,7 @@ async fn try_acquires_in_the_reverse_order_are_not_reported() {
 
 #[tokio::test]
 async fn downgrades_and_upgrades_change_the_held_mode_and_are_not_reported() {
+    setup();
     let (a, b) = (lock("modes: a"), lock("modes: b"));
 
     let w = a.write().await;
@@ -313,6 +327,7 @@ fn modes() -> Vec<Mode> {
 
 #[tokio::test]
 async fn an_upgrade_while_holding_another_read_of_the_lock_is_reported() {
+    setup();
     let l = lock("upgrade beside read");
     let l2 = Arc::clone(&l);
     let line_r = line!() + 3;
@@ -332,6 +347,7 @@ async fn an_upgrade_while_holding_another_read_of_the_lock_is_reported() {
 
 #[tokio::test]
 async fn two_locks_of_one_class_are_reported_unless_they_nest() {
+    setup();
     // One class: made at one site.
     let locks: Vec<Arc<RwLock<u32>>> = (0..2).map(|_| Arc::new(RwLock::new(0))).collect();
     let (l0, l1) = (Arc::clone(&locks[0]), Arc::clone(&locks[1]));
@@ -380,6 +396,7 @@ async fn two_locks_of_one_class_are_reported_unless_they_nest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guards_passed_between_tasks_leave_nothing_behind() {
+    setup();
     let (a, b) = (lock("passed: a"), lock("passed: b"));
     // Acquired in this task, dropped in another: off this holder's set.
     let guard = Arc::clone(&a).write_owned().await;
@@ -423,6 +440,7 @@ async fn guards_passed_between_tasks_leave_nothing_behind() {
 
 #[test]
 fn blocking_acquires_from_threads_are_checked_per_thread() {
+    setup();
     let (a, b) = (lock("threads: a"), lock("threads: b"));
     // The same order in four threads at once, while another thread holds A: no report.
     let outside = a.blocking_read();
@@ -466,6 +484,7 @@ fn blocking_acquires_from_threads_are_checked_per_thread() {
 
 #[test]
 fn a_report_panics_outside_every_lock() {
+    setup();
     // The panic of a report leaves lockdep usable from the same thread at once.
     let l = lock("outside");
     let r = l.try_read().unwrap();

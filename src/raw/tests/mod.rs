@@ -98,10 +98,11 @@ pub(crate) mod support {
 
 /// The lock's size: no larger than `tokio::sync::RwLock<()>` (48 bytes on 64-bit targets),
 /// though it carries its policy, its reader limit and its learned spin budgets. The
-/// `stats` feature adds its counters (8 bytes each).
+/// `stats` feature adds its counters (8 bytes each), `lockdep` the lock's class.
 #[cfg(all(
     not(async_rwsem_loom),
     not(feature = "stats"),
+    not(feature = "lockdep"),
     target_pointer_width = "64"
 ))]
 #[test]
