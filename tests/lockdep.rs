@@ -8,7 +8,8 @@
 //! panic, its message read from the panic. A report panics before the lock is touched;
 //! each test that gets one checks that the locks are idle and the holder holds nothing
 //! afterwards (a report is foreign code: the panic must leave everything consistent).
-#![cfg(feature = "lockdep")]
+// The holders are tokio tasks: the feature `tokio` too.
+#![cfg(all(feature = "lockdep", feature = "tokio"))]
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -352,8 +353,8 @@ async fn two_locks_of_one_class_are_reported_unless_they_nest() {
     let locks: Vec<Arc<RwLock<u32>>> = (0..2).map(|_| Arc::new(RwLock::new(0))).collect();
     let (l0, l1) = (Arc::clone(&locks[0]), Arc::clone(&locks[1]));
     let report = report_of(async move {
-        let _0 = l0.write().await;
-        let _1 = l1.write().await;
+        let _first = l0.write().await;
+        let _second = l1.write().await;
     })
     .await;
     assert!(
