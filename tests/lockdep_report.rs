@@ -1,0 +1,166 @@
+//! The feature `lockdep`'s reports other than the default panic: `Report::Stderr` and
+//! `Report::Off` let the acquire go on, `Report::Tracing` (with the feature `tracing`) is
+//! an error event, and a subscriber that panics on it leaves the locks and lockdep as they
+//! were. One test, in a binary of its own: the report is process-wide.
+#![cfg(feature = "lockdep")]
+
+#[cfg(feature = "tracing")]
+use std::fmt;
+#[cfg(feature = "tracing")]
+use std::panic::{catch_unwind, AssertUnwindSafe};
+#[cfg(feature = "tracing")]
+use std::sync::{Arc, Mutex};
+
+use async_rwsem::lockdep::{self, Report};
+use async_rwsem::RwLock;
+
+mod support;
+#[cfg(feature = "tracing")]
+use support::assert_idle;
+
+/// Takes `first` then `second` with blocking acquires on this thread.
+fn in_order(first: &RwLock<u32>, second: &RwLock<u32>) {
+    let _first = first.blocking_read();
+    let _second = second.blocking_write();
+}
+
+#[test]
+fn reports_that_do_not_panic() {
+    // Stderr: reported (not checked here: the standard error of a test is captured) and
+    // the acquire goes on.
+    lockdep::set_report(Report::Stderr);
+    assert_eq!(lockdep::report(), Report::Stderr);
+    let (a, b) = (
+        RwLock::new(0).with_lockdep_class("stderr: a"),
+        RwLock::new(0).with_lockdep_class("stderr: b"),
+    );
+    in_order(&a, &b);
+    in_order(&b, &a);
+    assert!(lockdep::held().is_empty());
+
+    // Off: nothing checked, the acquires go on, the held set is kept.
+    lockdep::set_report(Report::Off);
+    let (c, d) = (
+        RwLock::new(0).with_lockdep_class("off: c"),
+        RwLock::new(0).with_lockdep_class("off: d"),
+    );
+    in_order(&c, &d);
+    {
+        let _d = d.blocking_read();
+        let _c = c.blocking_read();
+        assert_eq!(lockdep::held().len(), 2);
+    }
+    // The order seen while off is not in the graph: back on, c then d is no cycle.
+    lockdep::set_report(Report::Panic);
+    in_order(&c, &d);
+
+    #[cfg(feature = "tracing")]
+    tracing_reports();
+}
+
+/// Collects the lockdep events (target, level, message); panics on the first one if
+/// `panic` is set.
+#[cfg(feature = "tracing")]
+#[derive(Clone, Default)]
+struct Collect {
+    events: Arc<Mutex<Vec<(String, tracing::Level, String)>>>,
+    panic: bool,
+}
+
+#[cfg(feature = "tracing")]
+struct Message(String);
+
+#[cfg(feature = "tracing")]
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+#[cfg(feature = "tracing")]
+impl tracing::Subscriber for Collect {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let target = event.metadata().target();
+        if target != "async_rwsem::lockdep" {
+            return; // the contention events
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        self.events
+            .lock()
+            .unwrap()
+            .push((target.to_owned(), *event.metadata().level(), message.0));
+        if self.panic {
+            panic!("the subscriber panics");
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[cfg(feature = "tracing")]
+fn tracing_reports() {
+    lockdep::set_report(Report::Tracing);
+    let collect = Collect::default();
+    let events = Arc::clone(&collect.events);
+    let (a, b) = (
+        RwLock::new(0).with_lockdep_class("tracing: a"),
+        RwLock::new(0).with_lockdep_class("tracing: b"),
+    );
+    tracing::subscriber::with_default(collect, || {
+        in_order(&a, &b);
+        in_order(&b, &a); // reported, and goes on
+        in_order(&b, &a); // once
+    });
+    {
+        let events = events.lock().unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        let (target, level, message) = &events[0];
+        assert_eq!(
+            (target.as_str(), *level),
+            ("async_rwsem::lockdep", tracing::Level::ERROR)
+        );
+        assert!(
+            message.contains(r#"lock order cycle of 2 classes: "tracing: b" -> "tracing: a""#),
+            "{message}"
+        );
+        // The two orders: both are made in `in_order`, called from the lines above.
+        assert_eq!(
+            message.matches(&format!("{}:", file!())).count(),
+            4,
+            "{message}"
+        );
+    }
+
+    // A subscriber that panics on the report: the acquire unwinds before it touches the
+    // lock, with lockdep's mutex free; the lock held before is released by the unwind.
+    let collect = Collect {
+        panic: true,
+        ..Collect::default()
+    };
+    let (c, d) = (
+        RwLock::new(0).with_lockdep_class("tracing panic: c"),
+        RwLock::new(0).with_lockdep_class("tracing panic: d"),
+    );
+    in_order(&c, &d);
+    let unwound = tracing::subscriber::with_default(collect.clone(), || {
+        catch_unwind(AssertUnwindSafe(|| in_order(&d, &c)))
+    });
+    assert!(unwound.is_err());
+    assert_eq!(collect.events.lock().unwrap().len(), 1);
+    assert!(lockdep::held().is_empty());
+    assert_idle(&c);
+    assert_idle(&d);
+    in_order(&c, &d);
+    lockdep::set_report(Report::Panic);
+}
