@@ -49,6 +49,11 @@
 //! - **`tracing`**: `tracing` events (target `async_rwsem::contention`, level TRACE)
 //!   named after the kernel's tracepoints: `contention_begin` when an acquire first has to
 //!   wait, `contention_end` when it stops, with `wait_us` and `acquired`.
+//! - **`lockdep`**: lock-order checking for debug builds and tests, the kernel's
+//!   `lockdep` with tasks for threads: an acquire whose order of lock classes closes a
+//!   cycle, or that takes a lock its task already holds, is reported (a panic, by
+//!   default) the first time it happens, even if nothing deadlocks in that run. See the
+//!   module `lockdep`; `RwLock::with_lockdep_class` names a lock's class.
 //!
 //! # Choosing a policy
 //!

@@ -65,10 +65,10 @@
 //! # Classes
 //!
 //! A lock's class is where it was created (the file, line and column of the call to
-//! [`RwLock::new`] or another constructor, `const` ones and statics included), so every
+//! [`RwLock::new`](crate::RwLock::new) or another constructor, `const` ones and statics included), so every
 //! lock made at one place, in a loop or a generic function, is one class, as the
-//! kernel's are. [`RwLock::with_lockdep_class`] names the class instead: every lock given
-//! one name is one class, wherever it was made. [`RwLock::with_lockdep_subclass`] splits
+//! kernel's are. [`RwLock::with_lockdep_class`](crate::RwLock::with_lockdep_class) names the class instead: every lock given
+//! one name is one class, wherever it was made. [`RwLock::with_lockdep_subclass`](crate::RwLock::with_lockdep_subclass) splits
 //! a class into levels that nest: holding a lock of subclass 0 while acquiring one of
 //! subclass 1 of the same class orders two different classes (the kernel's
 //! `down_read_nested`, fixed per lock here rather than per acquire: a lock that is
@@ -125,7 +125,9 @@
 //! With the feature on, every acquire and every release takes one process-wide
 //! `std::sync::Mutex` (the class graph and the held sets), an acquire that can wait walks
 //! the holder's held locks, and a new edge searches the graph: the lock stops scaling
-//! with cores. The graph only grows, by one entry per class and per order seen. With
+//! with cores. An uncontended read or write lock and unlock takes about 1,400
+//! instructions with the feature on, against 63 to 72 without it (callgrind, the
+//! repository's `benches/instructions.rs`). The graph only grows, by one entry per class and per order seen. With
 //! [`Report::Off`] an acquire still takes the mutex once, to register the held lock
 //! (`held` must find it if reports are turned back on). Without the feature, none of this
 //! is compiled: not one instruction is added to any acquire or release.

@@ -173,7 +173,7 @@ impl<T> RwLock<T> {
         }
     }
 
-    /// Names the lock's class for the feature `lockdep` (see [`crate::lockdep`]): every
+    /// Names the lock's class for the feature `lockdep` (see its module, `lockdep`): every
     /// lock given the same name is one class, wherever it was made. Without it, a lock's
     /// class is where it was created. Without the feature, it does nothing (so code
     /// annotated for lockdep builds either way).
@@ -191,7 +191,7 @@ impl<T> RwLock<T> {
         self
     }
 
-    /// Sets the lock's lockdep subclass (see [`crate::lockdep`]): locks of one class that
+    /// Sets the lock's lockdep subclass (see the module `lockdep`): locks of one class that
     /// nest take different subclasses, the outer one 0 (the default), so that holding one
     /// while acquiring the other is an order between two classes, not two locks of one
     /// class. Without the feature `lockdep`, it does nothing.
