@@ -496,3 +496,48 @@ fn a_report_panics_outside_every_lock() {
     assert!(lockdep::held().is_empty());
     assert_idle(&l);
 }
+
+static STATIC_LOCK: RwLock<u32> = RwLock::const_new(0);
+
+#[test]
+fn every_constructor_makes_its_callers_line_the_class() {
+    setup();
+    /// The class of `lock`, as `held` writes it.
+    fn class_of(lock: &RwLock<u32>) -> String {
+        let _guard = lock.try_read().unwrap();
+        lockdep::held().pop().unwrap().class
+    }
+    let created = |line: u32| format!("RwLock created at {}", at(line));
+    let line = line!() + 1;
+    let (new, default, from) = (RwLock::new(0), RwLock::default(), RwLock::from(0));
+    assert!(class_of(&new).starts_with(&created(line)));
+    assert!(class_of(&default).starts_with(&created(line)));
+    assert!(class_of(&from).starts_with(&created(line)));
+    let policy = RwLock::with_policy(0, async_rwsem::Policy::fifo());
+    assert!(class_of(&policy).starts_with(&created(line!() - 1)));
+    let max = RwLock::with_max_readers(0, 2);
+    assert!(class_of(&max).starts_with(&created(line!() - 1)));
+    assert!(class_of(&STATIC_LOCK).starts_with(&created(line!() - 20)));
+    // Each of the three on one line is a class of its own column.
+    assert_ne!(class_of(&new), class_of(&default));
+}
+
+#[tokio::test]
+async fn an_owned_upgrade_beside_a_read_of_the_lock_is_reported() {
+    setup();
+    let l = lock("owned upgrade beside read");
+    let l2 = Arc::clone(&l);
+    let line_r = line!() + 3;
+    let report = report_of(async move {
+        let up = Arc::clone(&l2).upgradable_read_owned().await;
+        let _r = l2.try_read().unwrap();
+        let _w = OwnedRwLockUpgradableReadGuard::upgrade(up).await;
+    })
+    .await;
+    assert!(
+        report.contains("an upgrade waits for every other reader"),
+        "{report}"
+    );
+    assert_mentions(&report, &[line_r, line_r + 1]);
+    assert_idle(&l);
+}
