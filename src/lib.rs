@@ -152,6 +152,7 @@
 
 pub mod design;
 mod loom;
+mod observe;
 mod raw;
 mod rwlock;
 

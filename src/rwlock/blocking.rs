@@ -119,6 +119,10 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(reader.join().unwrap(), 1);
     /// # }
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_read(&self) -> RwLockReadGuard<'_, T> {
         block_on(self.read())
     }
@@ -148,6 +152,10 @@ impl<T: ?Sized> RwLock<T> {
     /// }
     /// assert_eq!(*lock.blocking_read(), 4);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_write(&self) -> RwLockWriteGuard<'_, T> {
         block_on(self.write())
     }
@@ -164,6 +172,10 @@ impl<T: ?Sized> RwLock<T> {
     /// let len = std::thread::spawn(move || guard.len()).join().unwrap();
     /// assert_eq!(len, 6);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
         block_on(self.read_owned())
     }
@@ -180,6 +192,10 @@ impl<T: ?Sized> RwLock<T> {
     /// std::thread::spawn(move || *guard += 1).join().unwrap();
     /// assert_eq!(*lock.blocking_read(), 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
         block_on(self.write_owned())
     }
@@ -204,6 +220,10 @@ impl<T: ?Sized> RwLock<T> {
     /// .unwrap();
     /// assert_eq!(*lock.blocking_read(), 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
         block_on(self.upgradable_read())
     }
@@ -228,6 +248,10 @@ impl<T: ?Sized> RwLock<T> {
     /// drop(w); // the waiting thread gets the lock
     /// assert_eq!(reader.join().unwrap(), 1);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_read_for(&self, timeout: Duration) -> Option<RwLockReadGuard<'_, T>> {
         block_on_until(self.read(), deadline_in(timeout))
     }
@@ -246,6 +270,10 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_read_until(deadline).is_none());
     /// # drop(w);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_read_until(&self, deadline: Instant) -> Option<RwLockReadGuard<'_, T>> {
         block_on_until(self.read(), Some(deadline))
     }
@@ -265,6 +293,10 @@ impl<T: ?Sized> RwLock<T> {
     /// *lock.try_write_for(Duration::from_millis(5)).unwrap() += 1;
     /// assert_eq!(*lock.try_read().unwrap(), 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_write_for(&self, timeout: Duration) -> Option<RwLockWriteGuard<'_, T>> {
         block_on_until(self.write(), deadline_in(timeout))
     }
@@ -282,6 +314,10 @@ impl<T: ?Sized> RwLock<T> {
     /// drop(r);
     /// assert!(lock.try_write_until(Instant::now() + Duration::from_millis(5)).is_some());
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_write_until(&self, deadline: Instant) -> Option<RwLockWriteGuard<'_, T>> {
         block_on_until(self.write(), Some(deadline))
     }
@@ -301,6 +337,10 @@ impl<T: ?Sized> RwLock<T> {
     /// drop(up);
     /// assert!(lock.try_upgradable_read_for(Duration::from_millis(5)).is_some());
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgradable_read_for(
         &self,
         timeout: Duration,
@@ -320,6 +360,10 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_upgradable_read_until(Instant::now()).is_none());
     /// # drop(up);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgradable_read_until(
         &self,
         deadline: Instant,

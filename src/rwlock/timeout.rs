@@ -4,6 +4,7 @@
 
 use std::error::Error;
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
@@ -49,10 +50,21 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn read_timeout(&self, timeout: Duration) -> Result<RwLockReadGuard<'_, T>, Elapsed> {
-        tokio::time::timeout(timeout, self.read())
-            .await
-            .map_err(|_| Elapsed(()))
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn read_timeout(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<RwLockReadGuard<'_, T>, Elapsed>> + '_ {
+        // Made here, so that the acquire's site is the caller's.
+        let acquire = self.read();
+        async move {
+            tokio::time::timeout(timeout, acquire)
+                .await
+                .map_err(|_| Elapsed(()))
+        }
     }
 
     /// Locks for writing as [`write`](Self::write) does, giving up after `timeout`
@@ -76,13 +88,21 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn write_timeout(
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn write_timeout(
         &self,
         timeout: Duration,
-    ) -> Result<RwLockWriteGuard<'_, T>, Elapsed> {
-        tokio::time::timeout(timeout, self.write())
-            .await
-            .map_err(|_| Elapsed(()))
+    ) -> impl Future<Output = Result<RwLockWriteGuard<'_, T>, Elapsed>> + '_ {
+        // Made here, so that the acquire's site is the caller's.
+        let acquire = self.write();
+        async move {
+            tokio::time::timeout(timeout, acquire)
+                .await
+                .map_err(|_| Elapsed(()))
+        }
     }
 
     /// Locks for an upgradable read as [`upgradable_read`](Self::upgradable_read) does,
@@ -104,12 +124,20 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn upgradable_read_timeout(
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgradable_read_timeout(
         &self,
         timeout: Duration,
-    ) -> Result<RwLockUpgradableReadGuard<'_, T>, Elapsed> {
-        tokio::time::timeout(timeout, self.upgradable_read())
-            .await
-            .map_err(|_| Elapsed(()))
+    ) -> impl Future<Output = Result<RwLockUpgradableReadGuard<'_, T>, Elapsed>> + '_ {
+        // Made here, so that the acquire's site is the caller's.
+        let acquire = self.upgradable_read();
+        async move {
+            tokio::time::timeout(timeout, acquire)
+                .await
+                .map_err(|_| Elapsed(()))
+        }
     }
 }

@@ -25,6 +25,7 @@ use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 use super::token::{BorrowedToken, OwnedToken, Upgradable, Upgrading};
 use super::RwLock;
+use crate::observe::Site;
 
 /// Shared access to the value of a [`RwLock`] that can be upgraded to exclusive access
 /// without letting a writer in between; released when dropped.
@@ -91,9 +92,13 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// assert_eq!(*lock.read().await, 1);
     /// # }
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn upgrade(this: Self) -> Upgrade<'a, T> {
         Upgrade {
-            upgrading: this.token.upgrade(),
+            upgrading: this.token.upgrade(Site::caller()),
             data: this.data,
             marker: PhantomData,
         }
@@ -113,8 +118,12 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// let mut w = RwLockUpgradableReadGuard::try_upgrade(up).unwrap();
     /// *w = 1;
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade(this: Self) -> Result<RwLockWriteGuard<'a, T>, Self> {
-        match this.token.try_upgrade() {
+        match this.token.try_upgrade(Site::caller()) {
             // SAFETY: the whole value, under the write lock the upgradable read lock
             // became.
             Ok(token) => Ok(unsafe { RwLockWriteGuard::new(token, this.data) }),
@@ -265,15 +274,22 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// assert_eq!(*lock.read().await, "x");
     /// # });
     /// ```
-    pub async fn upgrade(this: Self) -> OwnedRwLockWriteGuard<T> {
-        // Until the first poll the future holds the guard, whose token releases the lock
-        // if dropped; from there the token's upgrade owns it. (No `NonNull` is held
-        // across the `.await`: the future must be `Send`.)
-        let Self { token, .. } = this;
-        let token = token.upgrade().await;
-        let data = token.lock().data_ptr_mut();
-        // SAFETY: the whole value of the lock whose write lock the token owns.
-        unsafe { OwnedRwLockWriteGuard::new(token, data) }
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgrade(this: Self) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
+        let site = Site::caller();
+        async move {
+            // Until the first poll the future holds the guard, whose token releases the
+            // lock if dropped; from there the token's upgrade owns it. (No `NonNull` is
+            // held across the `.await`: the future must be `Send`.)
+            let Self { token, .. } = this;
+            let token = token.upgrade(site).await;
+            let data = token.lock().data_ptr_mut();
+            // SAFETY: the whole value of the lock whose write lock the token owns.
+            unsafe { OwnedRwLockWriteGuard::new(token, data) }
+        }
     }
 
     /// Upgrades to the write lock if no other reader holds the lock; otherwise gives the
@@ -288,8 +304,12 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// let mut w = OwnedRwLockUpgradableReadGuard::try_upgrade(up).unwrap();
     /// *w = 1;
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade(this: Self) -> Result<OwnedRwLockWriteGuard<T>, Self> {
-        match this.token.try_upgrade() {
+        match this.token.try_upgrade(Site::caller()) {
             // SAFETY: the whole value, under the write lock the upgradable read lock
             // became.
             Ok(token) => Ok(unsafe { OwnedRwLockWriteGuard::new(token, this.data) }),
