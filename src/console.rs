@@ -18,7 +18,7 @@
 //!   = "add"` or `"sub"`, the upgradable reader counted as a reader) and `write_locked`
 //!   (`bool`, `.op = "override"`) at every acquire, release and mode change.
 //! - **Async operations**: every async acquire (`read`, `write`, `upgradable_read`, their
-//!   owned and timed forms, the upgrades) is wrapped in an [`AsyncOp`]: a
+//!   owned and timed forms, the upgrades) is wrapped in an async operation ([`OpSpans`]): a
 //!   `runtime.resource.async_op` span (`source = "RwLock::read"` and so on,
 //!   `inherits_child_attrs = false`) made inside the resource span, a
 //!   `runtime.resource.async_op.poll` span made inside it, all three entered at each poll,
@@ -265,33 +265,27 @@ impl OpSpans {
     }
 
     /// One poll of the acquire, `poll`, inside the three spans, then the events: the
-    /// operation's state if `acquired` says the output owns the lock, and the poll's
-    /// readiness. A panic of the subscriber drops the output (a guard releases its lock).
+    /// operation's state once it owns the lock, and the poll's readiness. A panic of the
+    /// subscriber here drops what the poll returned (a guard releases its lock).
     #[inline]
-    pub(crate) fn poll<T>(
-        &self,
-        acquired: impl FnOnce(&T) -> bool,
-        poll: impl FnOnce() -> Poll<T>,
-    ) -> Poll<T> {
+    pub(crate) fn poll<T>(&self, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
         let _resource = self.resource.enter();
         let _op = self.op.enter();
         let _poll = self.poll.enter();
         match poll() {
             Poll::Ready(output) => {
-                if acquired(&output) {
-                    if self.write {
-                        tracing::trace!(
-                            target: OP_STATE_UPDATE,
-                            write_locked = true,
-                            write_locked.op = "override",
-                        );
-                    } else {
-                        tracing::trace!(
-                            target: OP_STATE_UPDATE,
-                            readers_acquired = 1u64,
-                            readers_acquired.op = "add",
-                        );
-                    }
+                if self.write {
+                    tracing::trace!(
+                        target: OP_STATE_UPDATE,
+                        write_locked = true,
+                        write_locked.op = "override",
+                    );
+                } else {
+                    tracing::trace!(
+                        target: OP_STATE_UPDATE,
+                        readers_acquired = 1u64,
+                        readers_acquired.op = "add",
+                    );
                 }
                 tracing::trace!(target: POLL_OP, op_name = "poll", is_ready = true);
                 Poll::Ready(output)
@@ -306,61 +300,45 @@ impl OpSpans {
 
 impl fmt::Debug for OpSpans {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpSpans").field("op", &self.op).finish_non_exhaustive()
+        f.debug_struct("OpSpans")
+            .field("op", &self.op)
+            .finish_non_exhaustive()
     }
 }
 
-/// An async acquire future under its [`OpSpans`].
+/// An acquire future under its [`OpSpans`], which it enters at each poll.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub(crate) struct AsyncOp<F: Future> {
+pub(crate) struct Instrumented<F> {
     /// Structurally pinned.
     inner: F,
     spans: OpSpans,
-    /// Whether an output owns the lock (a timed acquire's may not).
-    acquired: fn(&F::Output) -> bool,
 }
 
-impl<F: Future> AsyncOp<F> {
-    /// `inner`, an acquire that always ends owning the lock, under `spans`.
+impl<F: Future> Instrumented<F> {
+    /// `inner`, an acquire that ends owning the lock, under `spans`.
     #[inline]
     pub(crate) fn new(spans: OpSpans, inner: F) -> Self {
-        Self {
-            inner,
-            spans,
-            acquired: |_| true,
-        }
+        Self { inner, spans }
     }
 }
 
-impl<G, E, F: Future<Output = Result<G, E>>> AsyncOp<F> {
-    /// `inner`, an acquire that may end without the lock (`Err`), under `spans`.
-    #[inline]
-    pub(crate) fn fallible(spans: OpSpans, inner: F) -> Self {
-        Self {
-            inner,
-            spans,
-            acquired: Result::is_ok,
-        }
-    }
-}
-
-impl<F: Future> Future for AsyncOp<F> {
+impl<F: Future> Future for Instrumented<F> {
     type Output = F::Output;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         // SAFETY: `inner` is structurally pinned: it is never moved out of, and reached
-        // only through the projection below; the other fields are never pinned.
+        // only through the projection below; `spans` is never pinned.
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above.
         let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
-        this.spans.poll(this.acquired, || inner.poll(cx))
+        this.spans.poll(|| inner.poll(cx))
     }
 }
 
-impl<F: Future> fmt::Debug for AsyncOp<F> {
+impl<F> fmt::Debug for Instrumented<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncOp")
+        f.debug_struct("Instrumented")
             .field("spans", &self.spans)
             .finish_non_exhaustive()
     }

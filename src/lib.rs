@@ -150,6 +150,8 @@
 // user's `--cfg loom` changes this crate) use a subset of the crate.
 #![cfg_attr(all(test, async_rwsem_loom), allow(dead_code))]
 
+#[cfg(all(tokio_unstable, feature = "tracing"))]
+mod console;
 pub mod design;
 mod loom;
 mod observe;

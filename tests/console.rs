@@ -422,6 +422,22 @@ fn the_resource_span_is_made_at_the_first_acquire_with_the_construction_site() {
 }
 
 #[test]
+fn default_and_from_report_their_caller() {
+    let log = capture(None, |_| {
+        let a = RwLock::<u8>::default();
+        let b = RwLock::from(1u8);
+        drop((a.try_read(), b.try_read()));
+    });
+    let files: Vec<_> = log
+        .locks()
+        .into_iter()
+        .map(|i| log.spans[i].fields.get("loc.file").cloned())
+        .collect();
+    let here = Some(Value::Str(file!().into()));
+    assert_eq!(files, [here.clone(), here]);
+}
+
+#[test]
 fn state_updates_at_read_write_release_and_mode_changes() {
     let log = capture(None, |_| {
         let lock = RwLock::with_max_readers(0, 5);
@@ -753,17 +769,25 @@ fn a_panic_entering_a_queued_acquire_s_spans_leaves_it_queued_and_cancellable() 
 
 #[test]
 fn a_panic_after_a_poll_drops_what_it_returned() {
-    // Pending: the acquire was queued; the unwind through the acquire's `async` body
-    // cancels it, or it stays queued until dropped: either way nothing is left behind.
-    panicking(Trigger::Event("op_name=poll is_ready=false"), 0, |_| {
-        let lock = RwLock::with_policy(0, queue_at_once());
-        let w = lock.try_write().unwrap();
-        let mut r = spawn(lock.read());
-        panics(|| drop(r.poll()));
-        drop(w);
-        drop(r);
-        assert_idle(&lock);
-    });
+    // Pending: the acquire stays queued (the panic is outside its `async` body), and a
+    // later poll gets the lock; or, dropped, it leaves the queue.
+    for repoll in [true, false] {
+        panicking(Trigger::Event("op_name=poll is_ready=false"), 0, |_| {
+            let lock = RwLock::with_policy(0, queue_at_once());
+            let w = lock.try_write().unwrap();
+            let mut r = spawn(lock.read());
+            panics(|| drop(r.poll()));
+            drop(w);
+            assert!(r.is_woken(), "the acquire stayed queued and was granted");
+            if repoll {
+                let guard = assert_ready!(r.poll());
+                assert!(lock.try_write().is_err());
+                drop(guard);
+            }
+            drop(r);
+            assert_idle(&lock);
+        });
+    }
     // Ready: the guard is dropped, which releases the lock.
     for event in [
         "op_name=poll is_ready=true",
