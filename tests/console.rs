@@ -556,6 +556,29 @@ fn an_async_acquire_is_an_async_op_under_the_resource() {
     assert!(log.spans[ops[0]].closed && log.spans[polls[0]].closed);
 }
 
+/// The lock's async operations, each `source` without `inherits_child_attrs = false`
+/// (checked), and the operations' state updates that say they got the lock.
+fn ops(log: &Log) -> (Vec<String>, Vec<String>) {
+    let sources = log
+        .sources()
+        .into_iter()
+        .map(|s| {
+            let source = s.strip_suffix(" inherits_child_attrs=false");
+            source.expect("inherits_child_attrs=false").to_string()
+        })
+        .collect();
+    let done = log
+        .events(OP_STATE)
+        .into_iter()
+        .map(|(e, _)| e)
+        .filter(|e| e.starts_with("readers_acquired") || e.starts_with("write_locked"))
+        .filter(|e| !e.contains("override") || e.contains("=true"))
+        .collect();
+    (sources, done)
+}
+
+const READ_DONE: &str = "readers_acquired=1u64 readers_acquired.op=add";
+
 #[test]
 fn every_async_acquire_names_its_source() {
     let log = capture(None, |_| {
@@ -573,26 +596,10 @@ fn every_async_acquire_names_its_source() {
             let w: OwnedRwLockWriteGuard<i32> = OwnedRwLockUpgradableReadGuard::upgrade(up).await;
             drop(w);
         });
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let d = Duration::from_secs(60);
-            drop(lock.read_timeout(d).await.unwrap());
-            drop(lock.write_timeout(d).await.unwrap());
-            drop(lock.upgradable_read_timeout(d).await.unwrap());
-            // One that gives up: no lock, so no `write_locked = true` for it.
-            let r = lock.read().await;
-            assert!(lock.write_timeout(Duration::from_millis(1)).await.is_err());
-            drop(r);
-        });
+        // A blocking acquire runs the async one (as tokio's does).
+        drop(lock.blocking_read());
     });
-    let sources: Vec<_> = log
-        .sources()
-        .into_iter()
-        .map(|s| s.replace(" inherits_child_attrs=false", ""))
-        .collect();
+    let (sources, done) = ops(&log);
     assert_eq!(
         sources,
         [
@@ -606,6 +613,38 @@ fn every_async_acquire_names_its_source() {
             "RwLockUpgradableReadGuard::upgrade",
             "RwLock::upgradable_read_owned",
             "OwnedRwLockUpgradableReadGuard::upgrade",
+            "RwLock::read",
+        ]
+        .map(|s| format!("source={s}"))
+    );
+    let (r, w) = (READ_DONE, W_ON);
+    assert_eq!(done, [r, w, r, r, w, r, r, w, r, w, r]);
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_timed_acquire_is_one_async_op_named_after_it() {
+    let log = capture(None, |_| {
+        let lock = RwLock::new(0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let d = Duration::from_secs(60);
+            drop(lock.read_timeout(d).await.unwrap());
+            drop(lock.write_timeout(d).await.unwrap());
+            drop(lock.upgradable_read_timeout(d).await.unwrap());
+            // One that gives up: its operation is dropped without the lock.
+            let r = lock.read().await;
+            assert!(lock.write_timeout(Duration::from_millis(1)).await.is_err());
+            drop(r);
+        });
+    });
+    let (sources, done) = ops(&log);
+    assert_eq!(
+        sources,
+        [
             "RwLock::read_timeout",
             "RwLock::write_timeout",
             "RwLock::upgradable_read_timeout",
@@ -614,21 +653,11 @@ fn every_async_acquire_names_its_source() {
         ]
         .map(|s| format!("source={s}"))
     );
-    // Every operation but the last got its lock.
-    let done: Vec<_> = log
-        .events(OP_STATE)
-        .into_iter()
-        .map(|(e, _)| e)
-        .filter(|e| e.starts_with("readers_acquired") || e.starts_with("write_locked"))
-        .filter(|e| !e.contains("override") || e.contains("=true"))
-        .collect();
-    assert_eq!(done.len(), 14);
-    assert_eq!(
-        done.iter()
-            .filter(|e| e.starts_with("write_locked"))
-            .count(),
-        5,
-        "write, write_owned, two upgrades, write_timeout; not the one that gave up"
+    assert_eq!(done, [READ_DONE, W_ON, READ_DONE, READ_DONE]);
+    let last = *log.spans_named("runtime.resource.async_op").last().unwrap();
+    assert!(
+        log.spans[last].closed,
+        "the expired acquire's operation is closed"
     );
 }
 
