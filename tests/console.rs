@@ -839,3 +839,193 @@ fn a_panic_after_a_poll_drops_what_it_returned() {
         },
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// console-subscriber itself: the lock, read back through its gRPC API as tokio-console
+// reads it.
+
+mod through_console_subscriber {
+    use std::collections::HashMap;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    use console_api::field::{Name, Value as Val};
+    use console_api::instrument::instrument_client::InstrumentClient;
+    use console_api::instrument::{InstrumentRequest, Update};
+
+    use super::*;
+
+    /// What the console knows: resources and async ops by id, each with its attributes.
+    #[derive(Default)]
+    struct View {
+        resources: HashMap<u64, console_api::resources::Resource>,
+        resource_attrs: HashMap<u64, HashMap<String, Val>>,
+        ops: HashMap<u64, console_api::async_ops::AsyncOp>,
+        op_attrs: HashMap<u64, HashMap<String, Val>>,
+    }
+
+    fn attrs(attributes: &[console_api::Attribute]) -> HashMap<String, Val> {
+        attributes
+            .iter()
+            .filter_map(|a| {
+                let field = a.field.as_ref()?;
+                match (field.name.as_ref()?, field.value.as_ref()?) {
+                    (Name::StrName(name), value) => Some((name.clone(), value.clone())),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    impl View {
+        fn apply(&mut self, update: Update) {
+            if let Some(resources) = update.resource_update {
+                for r in resources.new_resources {
+                    self.resources.insert(r.id.unwrap().id, r);
+                }
+                for (id, stats) in resources.stats_update {
+                    self.resource_attrs.insert(id, attrs(&stats.attributes));
+                }
+            }
+            if let Some(ops) = update.async_op_update {
+                for op in ops.new_async_ops {
+                    self.ops.insert(op.id.unwrap().id, op);
+                }
+                for (id, stats) in ops.stats_update {
+                    self.op_attrs.insert(id, attrs(&stats.attributes));
+                }
+            }
+        }
+
+        /// The id of the lock made at `line` of this file.
+        fn lock(&self, line: u32) -> Option<u64> {
+            self.resources.iter().find_map(|(&id, r)| {
+                let loc = r.location.as_ref()?;
+                (r.concrete_type == "RwLock"
+                    && loc.file.as_deref() == Some(file!())
+                    && loc.line == Some(line))
+                .then_some(id)
+            })
+        }
+
+        /// The async ops of resource `id` called `source`.
+        fn ops_of(&self, id: u64, source: &str) -> Vec<u64> {
+            let mut ops: Vec<_> = self
+                .ops
+                .iter()
+                .filter(|(_, op)| op.source == source && op.resource_id.map(|r| r.id) == Some(id))
+                .map(|(&i, _)| i)
+                .collect();
+            ops.sort();
+            ops
+        }
+    }
+
+    /// Applies updates from `rx` until `done` holds (panics after 20 s).
+    fn until(view: &mut View, rx: &mpsc::Receiver<Update>, done: impl Fn(&View) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(view) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(update) => view.apply(update),
+                Err(e) => panic!("the console never showed the expected state: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_console_lists_the_lock_its_state_and_its_waiting_acquire() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (layer, server) = console_subscriber::ConsoleLayer::builder()
+            .server_addr(([127, 0, 0, 1], port))
+            .publish_interval(Duration::from_millis(10))
+            .build();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.spawn(server.serve());
+        // A client, as tokio-console is, on the runtime's threads (outside the subscriber).
+        let (tx, rx) = mpsc::channel();
+        rt.spawn(async move {
+            let url = format!("http://127.0.0.1:{port}");
+            let mut client = loop {
+                match InstrumentClient::connect(url.clone()).await {
+                    Ok(client) => break client,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            };
+            let mut updates = client
+                .watch_updates(InstrumentRequest {})
+                .await
+                .unwrap()
+                .into_inner();
+            while let Ok(Some(update)) = updates.message().await {
+                if tx.send(update).is_err() {
+                    break;
+                }
+            }
+        });
+
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let lock = RwLock::with_policy(0, queue_at_once());
+            let line = line!() - 1;
+            let text = include_str!("console.rs")
+                .lines()
+                .nth(line as usize - 1)
+                .unwrap();
+            let col = text.find("RwLock::with_policy").unwrap() as u32 + 1;
+            let mut view = View::default();
+
+            // Two readers inside, a writer waiting.
+            let r1 = lock.try_read().unwrap();
+            let r2 = lock.try_read().unwrap();
+            let mut w = spawn(lock.write());
+            assert_pending!(w.poll());
+            until(&mut view, &rx, |v| {
+                v.lock(line).is_some_and(|id| {
+                    v.resource_attrs
+                        .get(&id)
+                        .and_then(|a| a.get("current_readers"))
+                        == Some(&Val::U64Val(2))
+                        && !v.ops_of(id, "RwLock::write").is_empty()
+                })
+            });
+            let id = view.lock(line).unwrap();
+            let resource = &view.resources[&id];
+            let loc = resource.location.as_ref().unwrap();
+            assert_eq!((loc.line, loc.column), (Some(line), Some(col)));
+            assert!(!resource.is_internal);
+            assert_eq!(
+                resource.kind.as_ref().and_then(|k| k.kind.clone()),
+                Some(console_api::resources::resource::kind::Kind::Other(
+                    "Sync".into()
+                ))
+            );
+            let state = &view.resource_attrs[&id];
+            assert_eq!(state["write_locked"], Val::BoolVal(false));
+            assert_eq!(state["max_readers"], Val::U64Val(max_readers()));
+            let op = view.ops_of(id, "RwLock::write")[0];
+            assert_eq!(view.op_attrs[&op]["write_locked"], Val::BoolVal(false));
+
+            // The readers leave; the writer gets in.
+            drop((r1, r2));
+            let guard = assert_ready!(w.poll());
+            until(&mut view, &rx, |v| {
+                let state = &v.resource_attrs[&id];
+                let op = v.op_attrs.get(&op);
+                state.get("write_locked") == Some(&Val::BoolVal(true))
+                    && state.get("current_readers") == Some(&Val::U64Val(0))
+                    && op.and_then(|a| a.get("write_locked")) == Some(&Val::BoolVal(true))
+            });
+            drop(guard);
+        });
+        rt.shutdown_background();
+    }
+}
