@@ -862,6 +862,10 @@ mod through_console_subscriber {
         resource_attrs: HashMap<u64, HashMap<String, Val>>,
         ops: HashMap<u64, console_api::async_ops::AsyncOp>,
         op_attrs: HashMap<u64, HashMap<String, Val>>,
+        /// The task awaiting each async op.
+        op_task: HashMap<u64, u64>,
+        /// Where each task was spawned: (file, line).
+        tasks: HashMap<u64, (String, u32)>,
     }
 
     fn attrs(attributes: &[console_api::Attribute]) -> HashMap<String, Val> {
@@ -879,6 +883,13 @@ mod through_console_subscriber {
 
     impl View {
         fn apply(&mut self, update: Update) {
+            if let Some(tasks) = update.task_update {
+                for t in tasks.new_tasks {
+                    let loc = t.location.unwrap_or_default();
+                    let at = (loc.file.unwrap_or_default(), loc.line.unwrap_or_default());
+                    self.tasks.insert(t.id.unwrap().id, at);
+                }
+            }
             if let Some(resources) = update.resource_update {
                 for r in resources.new_resources {
                     self.resources.insert(r.id.unwrap().id, r);
@@ -893,6 +904,9 @@ mod through_console_subscriber {
                 }
                 for (id, stats) in ops.stats_update {
                     self.op_attrs.insert(id, attrs(&stats.attributes));
+                    if let Some(task) = stats.task_id {
+                        self.op_task.insert(id, task.id);
+                    }
                 }
             }
         }
@@ -928,7 +942,11 @@ mod through_console_subscriber {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(update) => view.apply(update),
-                Err(e) => panic!("the console never showed the expected state: {e}"),
+                Err(e) => panic!(
+                    "the console never showed the expected state: {e}; resources {:?}, ops \
+                     {:?} {:?}, tasks {:?} {:?}",
+                    view.resource_attrs, view.ops, view.op_attrs, view.op_task, view.tasks
+                ),
             }
         }
     }
@@ -944,37 +962,45 @@ mod through_console_subscriber {
             .server_addr(([127, 0, 0, 1], port))
             .publish_interval(Duration::from_millis(10))
             .build();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.spawn(server.serve());
-        // A client, as tokio-console is, on the runtime's threads (outside the subscriber).
-        let (tx, rx) = mpsc::channel();
-        rt.spawn(async move {
-            let url = format!("http://127.0.0.1:{port}");
-            let mut client = loop {
-                match InstrumentClient::connect(url.clone()).await {
-                    Ok(client) => break client,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-                }
-            };
-            let mut updates = client
-                .watch_updates(InstrumentRequest {})
-                .await
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        // Every thread reports to the console, as under a global default (a callsite first
+        // hit on a thread without the subscriber would stay off: with one dispatcher,
+        // `tracing` caches each callsite's interest from the thread that hits it first).
+        let runtime = || {
+            let dispatch = dispatch.clone();
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .on_thread_start(move || {
+                    std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+                })
+                .build()
                 .unwrap()
-                .into_inner();
-            while let Ok(Some(update)) = updates.message().await {
-                if tx.send(update).is_err() {
-                    break;
+        };
+        // The console's server and a client, as tokio-console is, on a runtime of their
+        // own; the application's tasks on another.
+        let (console, app) = (runtime(), runtime());
+        tracing::dispatcher::with_default(&dispatch, || {
+            console.spawn(server.serve());
+            let (tx, rx) = mpsc::channel();
+            console.spawn(async move {
+                let url = format!("http://127.0.0.1:{port}");
+                let mut client = loop {
+                    match InstrumentClient::connect(url.clone()).await {
+                        Ok(client) => break client,
+                        Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                    }
+                };
+                let request = client.watch_updates(InstrumentRequest {});
+                let mut updates = request.await.unwrap().into_inner();
+                while let Ok(Some(update)) = updates.message().await {
+                    if tx.send(update).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            });
 
-        let subscriber = tracing_subscriber::registry().with(layer);
-        tracing::subscriber::with_default(subscriber, || {
-            let lock = RwLock::with_policy(0, queue_at_once());
+            let lock = Arc::new(RwLock::with_policy(0, queue_at_once()));
             let line = line!() - 1;
             let text = include_str!("console.rs")
                 .lines()
@@ -983,18 +1009,33 @@ mod through_console_subscriber {
             let col = text.find("RwLock::with_policy").unwrap() as u32 + 1;
             let mut view = View::default();
 
-            // Two readers inside, a writer waiting.
+            // Two readers inside, a writer task waiting.
             let r1 = lock.try_read().unwrap();
             let r2 = lock.try_read().unwrap();
-            let mut w = spawn(lock.write());
-            assert_pending!(w.poll());
+            let (release, released) = tokio::sync::oneshot::channel::<()>();
+            let writer = {
+                let lock = Arc::clone(&lock);
+                app.spawn(async move {
+                    let guard = lock.write().await;
+                    released.await.unwrap();
+                    drop(guard);
+                })
+            };
+            // Where the writer task was spawned (the one `app.spawn(` of this file).
+            let spawned = include_str!("console.rs")
+                .lines()
+                .position(|l| l.contains(&["app", ".spawn("].concat()))
+                .unwrap() as u32
+                + 1;
             until(&mut view, &rx, |v| {
                 v.lock(line).is_some_and(|id| {
-                    v.resource_attrs
-                        .get(&id)
-                        .and_then(|a| a.get("current_readers"))
-                        == Some(&Val::U64Val(2))
-                        && !v.ops_of(id, "RwLock::write").is_empty()
+                    let ops = v.ops_of(id, "RwLock::write");
+                    let state = v.resource_attrs.get(&id);
+                    state.and_then(|a| a.get("current_readers")) == Some(&Val::U64Val(2))
+                        && ops.len() == 1
+                        && v.op_task
+                            .get(&ops[0])
+                            .is_some_and(|t| v.tasks.contains_key(t))
                 })
             });
             let id = view.lock(line).unwrap();
@@ -1013,10 +1054,12 @@ mod through_console_subscriber {
             assert_eq!(state["max_readers"], Val::U64Val(max_readers()));
             let op = view.ops_of(id, "RwLock::write")[0];
             assert_eq!(view.op_attrs[&op]["write_locked"], Val::BoolVal(false));
+            // The operation is the writer task's.
+            let task = view.op_task[&op];
+            assert_eq!(view.tasks[&task], (file!().to_string(), spawned));
 
             // The readers leave; the writer gets in.
             drop((r1, r2));
-            let guard = assert_ready!(w.poll());
             until(&mut view, &rx, |v| {
                 let state = &v.resource_attrs[&id];
                 let op = v.op_attrs.get(&op);
@@ -1024,8 +1067,13 @@ mod through_console_subscriber {
                     && state.get("current_readers") == Some(&Val::U64Val(0))
                     && op.and_then(|a| a.get("write_locked")) == Some(&Val::BoolVal(true))
             });
-            drop(guard);
+            release.send(()).unwrap();
+            app.block_on(writer).unwrap();
+            until(&mut view, &rx, |v| {
+                v.resource_attrs[&id].get("write_locked") == Some(&Val::BoolVal(false))
+            });
         });
-        rt.shutdown_background();
+        app.shutdown_background();
+        console.shutdown_background();
     }
 }
