@@ -27,7 +27,14 @@
 //!   with target `runtime::resource::async_op::state_update` inside its span:
 //!   `readers_acquired` (`u64`: 0 when made, `1, .op = "add"` once a read or upgradable
 //!   read is owned) or `write_locked` (`false` when made, `true` once the write lock is
-//!   owned).
+//!   owned). A timed acquire (`read_timeout`, ...) is one operation named after it, closed
+//!   without the lock if the time runs out; a blocking acquire runs the async one, and is
+//!   that operation (as tokio's blocking acquires are), outside any task.
+//!
+//! The spans are made through [`crate::observe`]: the resource at `acquiring`, the state
+//! updates at `entered`, `changed` and `released`, the operations by
+//! `observe::AsyncOp` where the acquire futures are made. `tests/console.rs` checks every
+//! field and the nesting, and reads a lock back through console-subscriber itself.
 //!
 //! # Where foreign code runs
 //!
@@ -35,10 +42,12 @@
 //! made where a panic leaves the lock consistent: the resource span at the start of an
 //! acquire (nothing held or queued yet; a panic there leaves the span unmade, and the next
 //! acquire tries again); the state updates once the lock token exists (a panic drops the
-//! token, which releases the lock) or after the raw release; the async-op spans before
-//! their acquire is first polled, and the events after a poll (a panic drops what the
-//! poll returned, which releases the lock, or the pending acquire, which leaves the
-//! queue). No span or event is made under the wait lock.
+//! token, which releases the lock) or after the raw release; the async-op spans where the
+//! acquire future is made (nothing held, or for an upgrade the guard, which a panic drops,
+//! releasing the lock), their entries before the acquire is polled, and the events after
+//! a poll (a panic drops what the poll returned, a guard, which releases the lock; a
+//! pending acquire stays queued, and leaves the queue when dropped). No span or event is
+//! made under the wait lock.
 //!
 //! # Order across threads
 //!

@@ -221,7 +221,7 @@ impl Drop for InFlight<'_> {
 }
 
 /// An async acquire as tokio-console sees it, under `cfg(all(tokio_unstable, feature = "tracing"))`: an async operation of the
-/// lock's resource ([`crate::console::OpSpans`]), made with the acquire future, entered at
+/// lock's resource (`crate::console::OpSpans`), made with the acquire future, entered at
 /// each of its polls. Zero-sized, and [`wrap`](Self::wrap) and [`poll`](Self::poll) the
 /// identity, otherwise.
 #[derive(Debug)]
