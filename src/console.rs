@@ -195,6 +195,14 @@ impl Resource {
     }
 }
 
+impl Default for Resource {
+    /// As [`new`](Self::new): the caller's location.
+    #[track_caller]
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl fmt::Debug for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Resource")

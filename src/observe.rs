@@ -80,7 +80,7 @@ pub(crate) enum Attempt {
 }
 
 /// Per-lock state of the observers: the `observe` field of [`RawRwLock`].
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct LockObserve {
     /// The lock's tokio-console resource (`cfg(all(tokio_unstable, feature = "tracing"))`).
     #[cfg(all(tokio_unstable, feature = "tracing"))]
@@ -89,7 +89,8 @@ pub(crate) struct LockObserve {
 
 impl LockObserve {
     /// The state of a new lock, created at the caller's location (`#[track_caller]` under
-    /// `cfg(all(tokio_unstable, feature = "tracing"))`, as every public constructor, for tokio-console).
+    /// `cfg(all(tokio_unstable, feature = "tracing"))`, as every public constructor, for
+    /// tokio-console).
     #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[inline]
     pub(crate) const fn new() -> Self {
@@ -220,10 +221,11 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// An async acquire as tokio-console sees it, under `cfg(all(tokio_unstable, feature = "tracing"))`: an async operation of the
-/// lock's resource (`crate::console::OpSpans`), made with the acquire future, entered at
-/// each of its polls. Zero-sized, and [`wrap`](Self::wrap) and [`poll`](Self::poll) the
-/// identity, otherwise.
+/// An async acquire as tokio-console sees it, under
+/// `cfg(all(tokio_unstable, feature = "tracing"))`: an async operation of the lock's
+/// resource (`crate::console::OpSpans`), made with the acquire future, entered at each of
+/// its polls. Zero-sized, and [`wrap`](Self::wrap) and [`poll`](Self::poll) the identity,
+/// otherwise.
 #[derive(Debug)]
 pub(crate) struct AsyncOp {
     #[cfg(all(tokio_unstable, feature = "tracing"))]

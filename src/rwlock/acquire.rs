@@ -475,8 +475,8 @@ impl<T: ?Sized> RwLock<T> {
         self.upgradable_read_as(Site::caller(), "RwLock::upgradable_read")
     }
 
-    /// [`upgradable_read`](Self::upgradable_read) from `site`, an async operation called `source` in
-    /// tokio-console (the timed acquire names its own).
+    /// [`upgradable_read`](Self::upgradable_read) from `site`, an async operation called
+    /// `source` in tokio-console (the timed acquire names its own).
     #[inline]
     pub(crate) fn upgradable_read_as(
         &self,
