@@ -55,6 +55,16 @@
 //!   default) the first time it happens, even if nothing deadlocks in that run. See the
 //!   module `lockdep`; `RwLock::with_lockdep_class` names a lock's class.
 //!
+//!   With it, built with `RUSTFLAGS="--cfg tokio_unstable"` as tokio's own
+//!   instrumentation is, each lock is visible in
+//!   [tokio-console](https://github.com/tokio-rs/console), as tokio's `RwLock` is: the
+//!   spans and events tokio's lock emits for `console-subscriber` (a `runtime.resource`
+//!   span with where the lock was made, `current_readers` and `write_locked`, and every
+//!   async acquire, the upgrades and timed ones included, as an async operation of the
+//!   task that awaits it). The constructors are `const`, so a lock's span is made at its
+//!   first acquire: a lock never acquired is not listed. `examples/console.rs` (in the
+//!   repository) shows the set-up.
+//!
 //! # Choosing a policy
 //!
 //! By default arrivals may take a free lock ahead of queued waiters (throughput), and a
@@ -145,6 +155,8 @@
 // user's `--cfg loom` changes this crate) use a subset of the crate.
 #![cfg_attr(all(test, async_rwsem_loom), allow(dead_code))]
 
+#[cfg(all(tokio_unstable, feature = "tracing"))]
+mod console;
 pub mod design;
 #[cfg(feature = "lockdep")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lockdep")))]

@@ -23,7 +23,10 @@ impl<T> RwLock<T> {
     /// # let _ = (&COUNTER, lock);
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub const fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
     }
@@ -34,7 +37,10 @@ impl<T> RwLock<T> {
 
     /// See the `const` [`new`](Self::new) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
     }
@@ -49,14 +55,20 @@ impl<T> RwLock<T> {
     /// assert!(NAMES.try_read().unwrap().is_empty());
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub const fn const_new(value: T) -> Self {
         Self::new(value)
     }
 
     /// See the `const` [`const_new`](Self::const_new) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub fn const_new(value: T) -> Self {
         Self::new(value)
     }
@@ -71,14 +83,20 @@ impl<T> RwLock<T> {
     /// assert_eq!(lock.policy().handoff_timeout, Duration::from_millis(1));
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub const fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
 
     /// See the `const` [`with_policy`](Self::with_policy) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
@@ -105,14 +123,20 @@ impl<T> RwLock<T> {
     /// # drop(b);
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub const fn with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
     }
 
     /// See the `const` [`with_max_readers`](Self::with_max_readers) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub fn with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
     }
@@ -127,7 +151,10 @@ impl<T> RwLock<T> {
     /// # let _ = &POOL;
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub const fn const_with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_max_readers(value, max_readers)
     }
@@ -135,7 +162,10 @@ impl<T> RwLock<T> {
     /// See the `const` [`const_with_max_readers`](Self::const_with_max_readers) (loom
     /// build).
     #[cfg(all(test, async_rwsem_loom))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub fn const_with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_max_readers(value, max_readers)
     }
@@ -154,7 +184,10 @@ impl<T> RwLock<T> {
     /// assert!(lock.try_read().is_ok());
     /// ```
     #[cfg(not(all(test, async_rwsem_loom)))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub const fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
             raw: RawRwLock::new(policy, max_readers),
@@ -165,7 +198,10 @@ impl<T> RwLock<T> {
     /// See the `const`
     /// [`with_policy_and_max_readers`](Self::with_policy_and_max_readers) (loom build).
     #[cfg(all(test, async_rwsem_loom))]
-    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
     pub fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
             raw: RawRwLock::new(policy, max_readers),
@@ -239,8 +275,18 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn read(&self) -> impl Future<Output = RwLockReadGuard<'_, T>> + '_ {
-        let site = Site::caller();
-        async move {
+        self.read_as(Site::caller(), "RwLock::read")
+    }
+
+    /// [`read`](Self::read) from `site`, an async operation called `source` in
+    /// tokio-console (the timed acquire names its own).
+    #[inline]
+    pub(crate) fn read_as(
+        &self,
+        site: Site,
+        source: &'static str,
+    ) -> impl Future<Output = RwLockReadGuard<'_, T>> + '_ {
+        observe::AsyncOp::new(&self.raw, WaiterKind::Read, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
                 slow.await;
@@ -252,7 +298,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for writing, waiting until no reader or writer holds the lock.
@@ -275,8 +321,18 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn write(&self) -> impl Future<Output = RwLockWriteGuard<'_, T>> + '_ {
-        let site = Site::caller();
-        async move {
+        self.write_as(Site::caller(), "RwLock::write")
+    }
+
+    /// [`write`](Self::write) from `site`, an async operation called `source` in
+    /// tokio-console (the timed acquire names its own).
+    #[inline]
+    pub(crate) fn write_as(
+        &self,
+        site: Site,
+        source: &'static str,
+    ) -> impl Future<Output = RwLockWriteGuard<'_, T>> + '_ {
+        observe::AsyncOp::new(&self.raw, WaiterKind::Write, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
                 slow.await;
@@ -288,7 +344,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
@@ -359,7 +415,8 @@ impl<T: ?Sized> RwLock<T> {
     )]
     pub fn read_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockReadGuard<T>> {
         let site = Site::caller();
-        async move {
+        let op = observe::AsyncOp::new(&self.raw, WaiterKind::Read, "RwLock::read_owned");
+        op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
                 slow.await;
@@ -371,7 +428,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for writing, as [`write`](Self::write), through an `Arc`. Cancel safe.
@@ -394,7 +451,8 @@ impl<T: ?Sized> RwLock<T> {
     )]
     pub fn write_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
         let site = Site::caller();
-        async move {
+        let op = observe::AsyncOp::new(&self.raw, WaiterKind::Write, "RwLock::write_owned");
+        op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
                 slow.await;
@@ -406,7 +464,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for reading through an `Arc` if that needs no waiting, as
@@ -487,8 +545,18 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn upgradable_read(&self) -> impl Future<Output = RwLockUpgradableReadGuard<'_, T>> + '_ {
-        let site = Site::caller();
-        async move {
+        self.upgradable_read_as(Site::caller(), "RwLock::upgradable_read")
+    }
+
+    /// [`upgradable_read`](Self::upgradable_read) from `site`, an async operation called
+    /// `source` in tokio-console (the timed acquire names its own).
+    #[inline]
+    pub(crate) fn upgradable_read_as(
+        &self,
+        site: Site,
+        source: &'static str,
+    ) -> impl Future<Output = RwLockUpgradableReadGuard<'_, T>> + '_ {
+        observe::AsyncOp::new(&self.raw, WaiterKind::UpgradableRead, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
                 slow.await;
@@ -501,7 +569,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for an upgradable read if that needs no waiting: no writer, no other
@@ -556,7 +624,12 @@ impl<T: ?Sized> RwLock<T> {
         self: Arc<Self>,
     ) -> impl Future<Output = OwnedRwLockUpgradableReadGuard<T>> {
         let site = Site::caller();
-        async move {
+        let op = observe::AsyncOp::new(
+            &self.raw,
+            WaiterKind::UpgradableRead,
+            "RwLock::upgradable_read_owned",
+        );
+        op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
                 slow.await;
@@ -569,7 +642,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for an upgradable read through an `Arc` if that needs no waiting, as
