@@ -53,7 +53,8 @@
 //!   queues in between (tokio's issue 2849). An upgrade waits for every other reader: an
 //!   upgrade while the holder also holds a plain read of the lock is reported too. The
 //!   upgrade of the upgradable read that the holder holds is the one legal acquire of a
-//!   held lock.
+//!   held lock. Each pair of locations (the held lock's acquire, this one) is reported
+//!   once.
 //! - **Two locks of one class**: holding a lock of a class while acquiring another of the
 //!   same class is reported (the edge "A, then A"), as the kernel does: lockdep cannot
 //!   order them. Locks that do nest give each level its own subclass (below).
