@@ -66,16 +66,18 @@
 //! # Classes
 //!
 //! A lock's class is where it was created (the file, line and column of the call to
-//! [`RwLock::new`](crate::RwLock::new) or another constructor, `const` ones and statics included), so every
-//! lock made at one place, in a loop or a generic function, is one class, as the
-//! kernel's are. [`RwLock::with_lockdep_class`](crate::RwLock::with_lockdep_class) names the class instead: every lock given
-//! one name is one class, wherever it was made. [`RwLock::with_lockdep_subclass`](crate::RwLock::with_lockdep_subclass) splits
-//! a class into levels that nest: holding a lock of subclass 0 while acquiring one of
-//! subclass 1 of the same class orders two different classes (the kernel's
-//! `down_read_nested`, fixed per lock here rather than per acquire: a lock that is
-//! sometimes the outer and sometimes the inner one needs two different classes, or is
-//! reported). Both methods are `const`, and exist (doing nothing) without the feature, so
-//! that code annotated for lockdep builds either way.
+//! [`RwLock::new`](crate::RwLock::new) or another constructor, `const` ones and statics
+//! included), so every lock made at one place, in a loop or a generic function, is one
+//! class, as the kernel's are.
+//! [`RwLock::with_lockdep_class`](crate::RwLock::with_lockdep_class) names the class
+//! instead: every lock given one name is one class, wherever it was made.
+//! [`RwLock::with_lockdep_subclass`](crate::RwLock::with_lockdep_subclass) splits a class
+//! into levels that nest: holding a lock of subclass 0 while acquiring one of subclass 1 of
+//! the same class orders two different classes (the kernel's `down_read_nested`, fixed per
+//! lock here rather than per acquire: a lock that is sometimes the outer and sometimes the
+//! inner one needs two different classes, or is reported). Both methods are `const`, and
+//! exist (doing nothing) without the feature, so that code annotated for lockdep builds
+//! either way.
 //!
 //! ```
 //! use async_rwsem::RwLock;
@@ -109,29 +111,29 @@
 //!
 //! # Reports
 //!
-//! A report names the holder, the classes, modes and locations. How it is made is
-//! chosen per process with [`set_report`]: [`Report::Panic`] (the default: the acquire
-//! panics before it touches the lock, so the task unwinds with its guards, as at any
-//! panic), [`Report::Stderr`], `Report::Tracing` (an error event, target
-//! `async_rwsem::lockdep`, with the feature `tracing`) or [`Report::Off`]. The
-//! environment variable `ASYNC_RWSEM_LOCKDEP` (`panic`, `stderr`, `tracing` or `off`)
-//! sets the report until [`set_report`] is called, so that a test suite that takes locks
-//! in such orders on purpose (or joins futures that share locks inside one task) can run
-//! with the feature on and reports off. A report is made after
-//! lockdep's own mutex is released, and before the lock is touched, so a panicking report
-//! (or subscriber) leaves every lock and lockdep itself as they were.
+//! A report names the holder, the classes, modes and locations. How it is made is chosen
+//! per process with [`set_report`]: [`Report::Panic`] (the default: the acquire panics
+//! before it touches the lock, so the task unwinds with its guards, as at any panic),
+//! [`Report::Stderr`], `Report::Tracing` (an error event, target `async_rwsem::lockdep`,
+//! with the feature `tracing`) or [`Report::Off`]. The environment variable
+//! `ASYNC_RWSEM_LOCKDEP` (`panic`, `stderr`, `tracing` or `off`) sets the report until
+//! [`set_report`] is called, so that a test suite that takes locks in such orders on
+//! purpose (or joins futures that share locks inside one task) can run with the feature on
+//! and reports off. A report is made after lockdep's own mutex is released, and before the
+//! lock is touched, so a panicking report (or subscriber) leaves every lock and lockdep
+//! itself as they were.
 //!
 //! # Cost
 //!
 //! With the feature on, every acquire and every release takes one process-wide
 //! `std::sync::Mutex` (the class graph and the held sets), an acquire that can wait walks
-//! the holder's held locks, and a new edge searches the graph: the lock stops scaling
-//! with cores. An uncontended read or write lock and unlock takes about 1,400
-//! instructions with the feature on, against 63 to 72 without it (callgrind, the
-//! repository's `benches/instructions.rs`). The graph only grows, by one entry per class and per order seen. With
-//! [`Report::Off`] an acquire still takes the mutex once, to register the held lock
-//! (`held` must find it if reports are turned back on). Without the feature, none of this
-//! is compiled: not one instruction is added to any acquire or release.
+//! the holder's held locks, and a new edge searches the graph: the lock stops scaling with
+//! cores. An uncontended read or write lock and unlock takes about 1,400 instructions with
+//! the feature on, against 63 to 72 without it (callgrind, the repository's
+//! `benches/instructions.rs`). The graph only grows, by one entry per class and per order
+//! seen. With [`Report::Off`] an acquire still takes the mutex once, to register the held
+//! lock (`held` must find it if reports are turned back on). Without the feature, none of
+//! this is compiled: not one instruction is added to any acquire or release.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
