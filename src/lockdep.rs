@@ -341,14 +341,17 @@ impl LockClass {
         }
     }
 
-    /// Names the class (before the lock is shared: no acquire has registered it).
+    /// Names the class (the lock is not shared: `&mut`).
     pub(crate) const fn set_name(&mut self, name: &'static str) {
         self.base = Base::Name(name);
+        // A lock acquired before it was named was registered under its creation site.
+        self.id = AtomicU32::new(0);
     }
 
-    /// Sets the subclass (before the lock is shared).
+    /// Sets the subclass (the lock is not shared: `&mut`).
     pub(crate) const fn set_subclass(&mut self, subclass: u32) {
         self.subclass = subclass;
+        self.id = AtomicU32::new(0);
     }
 
     /// The key of the class table.

@@ -520,6 +520,11 @@ fn every_constructor_makes_its_callers_line_the_class() {
     assert!(class_of(&STATIC_LOCK).starts_with(&created(line!() - 20)));
     // Each of the three on one line is a class of its own column.
     assert_ne!(class_of(&new), class_of(&default));
+    // Named after an acquire registered it: the name from then on.
+    let new = new.with_lockdep_class("renamed after an acquire");
+    assert_eq!(class_of(&new), r#""renamed after an acquire""#);
+    let new = new.with_lockdep_subclass(2);
+    assert_eq!(class_of(&new), r#""renamed after an acquire"/2"#);
 }
 
 #[tokio::test]
