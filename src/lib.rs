@@ -141,11 +141,16 @@
 #![cfg_attr(all(test, async_rwsem_loom), allow(dead_code))]
 
 pub mod design;
+#[cfg(feature = "lock_stat")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_stat")))]
+pub mod lock_stat;
 mod loom;
 mod observe;
 mod raw;
 mod rwlock;
 
+#[cfg(feature = "lock_stat")]
+pub use crate::lock_stat::LockStat;
 pub use crate::raw::policy::{Policy, MAX_READER_WAKE_BATCH};
 #[cfg(feature = "stats")]
 pub use crate::raw::stats::LockStats;
@@ -154,7 +159,7 @@ pub use crate::rwlock::Elapsed;
 pub use crate::rwlock::{
     OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockUpgradableReadGuard,
     OwnedRwLockWriteGuard, RwLock, RwLockMappedWriteGuard, RwLockReadGuard,
-    RwLockUpgradableReadGuard, RwLockWriteGuard, TryLockError, Upgrade,
+    RwLockUpgradableReadGuard, RwLockWriteGuard, Snapshot, TryLockError, Upgrade,
 };
 
 /// What must not compile, each a `compile_fail` doctest with the error it must fail with.

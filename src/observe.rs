@@ -78,43 +78,91 @@ pub(crate) enum Attempt {
 
 /// Per-lock state of the observers: the `observe` field of [`RawRwLock`].
 #[derive(Debug, Default)]
-pub(crate) struct LockObserve {}
+pub(crate) struct LockObserve {
+    /// Times, the longest hold and the exclusive holder (feature `lock_stat`).
+    #[cfg(feature = "lock_stat")]
+    pub(crate) lock_stat: crate::lock_stat::LockStatState,
+}
 
 impl LockObserve {
     /// The state of a new lock.
     #[inline]
     pub(crate) const fn new() -> Self {
-        Self {}
+        Self {
+            #[cfg(feature = "lock_stat")]
+            lock_stat: crate::lock_stat::LockStatState::new(),
+        }
     }
 }
 
 /// Per-hold state of the observers: carried by every lock token, from [`acquired`] to
 /// [`released`], across mode changes.
 #[derive(Debug)]
-pub(crate) struct Held {}
+pub(crate) struct Held {
+    /// Where and when the hold began (feature `lock_stat`).
+    #[cfg(feature = "lock_stat")]
+    lock_stat: crate::lock_stat::HoldStat,
+}
 
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
 #[inline]
-pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {}
+pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {
+    // The site for the lock future the acquire may make next (no clock read here).
+    #[cfg(feature = "lock_stat")]
+    if attempt != Attempt::Try {
+        crate::lock_stat::acquiring(std::ptr::from_ref(raw).cast(), site.location());
+    }
+}
 
 /// The lock of `raw` is now owned in mode `kind`, taken from `site`: the state its token
 /// carries. Runs no foreign code (see the module documentation).
 #[inline]
 pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
-    Held {}
+    Held {
+        #[cfg(feature = "lock_stat")]
+        lock_stat: raw.observe.lock_stat.acquired(
+            std::ptr::from_ref(raw).cast(),
+            kind,
+            site.location(),
+        ),
+    }
 }
 
 /// The token of the lock just [`acquired`] exists: foreign code may run.
 #[inline]
-pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {}
+pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    crate::lock_stat::warn::waited(raw, kind, &held.lock_stat);
+}
 
 /// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
 #[inline]
-pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {}
+pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {
+    #[cfg(feature = "lock_stat")]
+    {
+        raw.observe.lock_stat.changed(
+            std::ptr::from_ref(raw).cast(),
+            from,
+            to,
+            &mut held.lock_stat,
+        );
+        #[cfg(feature = "tracing")]
+        crate::lock_stat::warn::waited(raw, to, &held.lock_stat);
+    }
+}
 
 /// The lock of `raw` held in mode `kind` as `held` has been released.
 #[inline]
-pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {}
+pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
+    #[cfg(feature = "lock_stat")]
+    {
+        let held_ns = raw.observe.lock_stat.released(kind, &held.lock_stat);
+        #[cfg(feature = "tracing")]
+        crate::lock_stat::warn::released(raw, kind, &held.lock_stat, held_ns);
+        #[cfg(not(feature = "tracing"))]
+        let _ = held_ns;
+    }
+}
 
 /// The [`Held`] of a lock handed to a future that may be dropped unfinished (an upgrade in
 /// flight): if it is dropped still holding it, it tells the observers that the lock was

@@ -23,6 +23,8 @@
 //!   [`OwnedRwLockMappedWriteGuard`].
 //! - [`upgradable`]: the upgradable guards, [`RwLockUpgradableReadGuard`] and
 //!   [`OwnedRwLockUpgradableReadGuard`], and the [`Upgrade`] future.
+//! - [`snapshot`]: `snapshot` (who holds the lock, who waits) and, under `lock_stat`,
+//!   `lock_stat`.
 //! - [`token`]: the lock tokens, which take, change and release a lock of the raw lock.
 //!
 //! A guard's methods are next to its type, whatever guard they return (so
@@ -60,6 +62,7 @@ pub(crate) mod blocking;
 pub(crate) mod coop;
 pub(crate) mod guard;
 pub(crate) mod owned;
+pub(crate) mod snapshot;
 pub(crate) mod token;
 pub(crate) mod upgradable;
 
@@ -68,6 +71,7 @@ mod tests;
 
 pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
+pub use self::snapshot::Snapshot;
 #[cfg(feature = "tokio")]
 pub use self::timeout::Elapsed;
 pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadGuard, Upgrade};

@@ -76,6 +76,7 @@ pub(crate) mod policy;
 pub(crate) mod stats;
 
 mod read;
+pub(crate) mod snapshot;
 pub(crate) mod spin;
 mod upgrade;
 mod waiter;

@@ -64,6 +64,10 @@ pub(crate) struct LockFuture<'a> {
     /// When this acquire first had to wait (feature `tracing`).
     #[cfg(feature = "tracing")]
     waiting_since: Option<std::time::Instant>,
+    /// When this acquire entered its slow path (`lock_stat::now_ns`; 0: not yet), for its
+    /// wait (feature `lock_stat`).
+    #[cfg(feature = "lock_stat")]
+    stat_since: u64,
     /// Structurally pinned: never moved out of, only reached through `&`.
     node: Waiter,
 }
@@ -122,8 +126,25 @@ impl<'a> LockFuture<'a> {
             phase: Phase::Init,
             #[cfg(feature = "tracing")]
             waiting_since: None,
-            node: Waiter::new(kind),
+            #[cfg(feature = "lock_stat")]
+            stat_since: 0,
+            node: Self::node(lock, kind),
         }
+    }
+
+    /// The node, with the site of the acquire that makes this future under `lock_stat`
+    /// (announced on this thread just before: `observe::acquiring`).
+    #[inline]
+    #[cfg_attr(not(feature = "lock_stat"), allow(unused_variables))]
+    fn node(lock: &RawRwLock, kind: WaiterKind) -> Waiter {
+        let node = Waiter::new(kind);
+        #[cfg(feature = "lock_stat")]
+        {
+            let site = crate::lock_stat::acquiring_site(std::ptr::from_ref(lock).cast());
+            // SAFETY: the node is `Idle` and ours alone (not even pinned yet).
+            unsafe { node.with_inner(|inner| inner.stat.site = site) };
+        }
+        node
     }
 }
 
@@ -162,6 +183,15 @@ impl LockFuture<'_> {
     /// first has to wait, one when it gets the lock (or gives up), with the wait time.
     #[inline]
     fn poll_slow_traced(&mut self, cx: &mut Context<'_>, bias: Option<ReaderBias<'_>>) -> Poll<()> {
+        #[cfg(feature = "lock_stat")]
+        if self.stat_since == 0 {
+            // The wait starts: the first slow-path poll, the node still `Idle`.
+            let since = crate::lock_stat::now_ns();
+            self.stat_since = since;
+            // SAFETY: the first poll of the slow path: the node is `Idle` (not yet
+            // queued) and ours.
+            unsafe { self.node.with_inner(|inner| inner.stat.since = since) };
+        }
         let poll = self.poll_slow(cx, bias);
         #[cfg(feature = "tracing")]
         match (&poll, self.waiting_since) {
@@ -189,6 +219,16 @@ impl LockFuture<'_> {
                 std::mem::forget(release);
             }
             _ => {}
+        }
+        // Last, after any foreign code: the token made next, in this same poll, takes the
+        // wait (`lock_stat::granted`).
+        #[cfg(feature = "lock_stat")]
+        if poll.is_ready() {
+            crate::lock_stat::granted(
+                std::ptr::from_ref(self.lock).cast(),
+                self.node.kind,
+                self.stat_since,
+            );
         }
         poll
     }
