@@ -290,10 +290,11 @@ impl Policy {
     /// Reports acquires that wait longer than `limit` (features `lock_stat` and
     /// `tracing`), with `tracing::warn!` events of target `async_rwsem::lock_stat`:
     ///
-    /// - `waiting too long for the lock`, when a holder releases the lock while the head
-    ///   of the queue has waited past `limit` (once per waiter): `location` and `access`
-    ///   are the waiter's, `waited_us` its wait so far, `holder` and `holder_access` the
-    ///   releasing holder's;
+    /// - `waiting too long for the lock`, when a holder releases the lock and the head of
+    ///   the queue, still waiting after that release, has waited past `limit` (once per
+    ///   waiter): `location` and `access` are the waiter's, `waited_us` its wait so far,
+    ///   `holder` and `holder_access` the releasing holder's (a waiter that the release
+    ///   itself grants the lock is reported at its grant only);
     /// - `waited too long for the lock`, when such an acquire finally gets the lock:
     ///   `location`, `access` and `waited_us` (its whole wait).
     ///
