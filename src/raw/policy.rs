@@ -299,7 +299,9 @@ impl Policy {
     ///   `location`, `access` and `waited_us` (its whole wait).
     ///
     /// Both are emitted where the lock is consistent (after the release; once the new
-    /// guard exists), so a panicking subscriber leaves the lock usable.
+    /// guard exists), so a panicking subscriber leaves the lock usable. With a limit set,
+    /// a release that leaves waiters queued takes the wait list's mutex briefly, to read
+    /// the head's wait.
     ///
     /// ```
     /// use std::time::Duration;
@@ -560,6 +562,27 @@ mod tests {
         for policy in policies {
             assert_eq!(StoredPolicy::new(policy).policy(), policy);
         }
+    }
+
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[test]
+    fn the_warning_thresholds_are_kept() {
+        let policy = Policy::new()
+            .warn_held_longer_than(Duration::from_micros(1500))
+            .warn_waited_longer_than(Duration::ZERO);
+        let stored = StoredPolicy::new(policy);
+        assert_eq!(stored.policy(), policy);
+        assert_eq!(stored.warn_held_ns(), 1_500_000);
+        assert_eq!(stored.warn_waited_ns(), 0);
+        let none = StoredPolicy::new(Policy::new());
+        assert_eq!(
+            (none.warn_held_ns(), none.warn_waited_ns()),
+            (u64::MAX, u64::MAX)
+        );
+        assert_eq!(none.policy().warn_held_longer_than, None);
+        // Past what `u64` nanoseconds hold: cut, not "never".
+        let huge = StoredPolicy::new(Policy::new().warn_held_longer_than(Duration::MAX));
+        assert_eq!(huge.warn_held_ns(), u64::MAX - 1);
     }
 
     #[test]
