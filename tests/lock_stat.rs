@@ -313,11 +313,21 @@ mod warnings {
         let collect = Collect::default();
         let events = Arc::clone(&collect.events);
         tracing::subscriber::with_default(collect, || {
+            // Below its threshold, or with none: no warning.
+            let patient = RwLock::with_policy(
+                0,
+                Policy::new().warn_held_longer_than(Duration::from_secs(3600)),
+            );
+            let unwatched = RwLock::new(0);
+            let held = (patient.try_write().unwrap(), unwatched.try_write().unwrap());
+            sleep(Duration::from_millis(4));
+            drop(held);
+            assert!(events.lock().unwrap().is_empty());
+
             let lock = RwLock::with_policy(
                 0,
                 Policy::new().warn_held_longer_than(Duration::from_millis(2)),
             );
-            drop(lock.try_write().unwrap()); // short: no warning
             let (r, line) = (lock.try_read().unwrap(), line!());
             sleep(Duration::from_millis(4));
             drop(r);
@@ -351,11 +361,18 @@ mod warnings {
             drop(r1); // reported once only
             assert!(w.is_woken());
             drop(assert_ready!(w.poll()));
-            // A short wait: no warning.
-            let r = lock.try_read().unwrap();
-            let mut w2 = spawn(lock.write());
+            // Below its threshold: no warning.
+            let patient = RwLock::with_policy(
+                0,
+                queue_at_once().warn_waited_longer_than(Duration::from_secs(3600)),
+            );
+            let r1 = patient.try_read().unwrap();
+            let r2 = patient.try_read().unwrap();
+            let mut w2 = spawn(patient.write());
             assert_pending!(w2.poll());
-            drop(r);
+            sleep(Duration::from_millis(4));
+            drop(r2);
+            drop(r1);
             drop(assert_ready!(w2.poll()));
 
             let events = events.lock().unwrap();
