@@ -62,8 +62,8 @@ pub(crate) fn now_ns() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(Instant::now);
     u64::try_from(Instant::now().saturating_duration_since(epoch).as_nanos())
-        .unwrap_or(u64::MAX - 1)
-        + 1
+        .unwrap_or(u64::MAX)
+        .saturating_add(1)
 }
 
 /// How a lock is held.
@@ -306,13 +306,16 @@ thread_local! {
 /// The acquire of the lock at `raw` from `site` starts (it may build a lock future).
 #[inline]
 pub(crate) fn acquiring(raw: *const (), site: &'static Location<'static>) {
-    ACQUIRING.set((raw, Some(site)));
+    // (These thread-locals have no destructor, so they are there even while the thread's
+    // other thread-locals are destroyed; `try_with` is for certainty: nothing here may
+    // panic.)
+    let _ = ACQUIRING.try_with(|cell| cell.set((raw, Some(site))));
 }
 
 /// The site announced for the lock at `raw` on this thread, for a lock future being made.
 #[inline]
 pub(crate) fn acquiring_site(raw: *const ()) -> Option<&'static Location<'static>> {
-    let (r, site) = ACQUIRING.get();
+    let (r, site) = ACQUIRING.try_with(Cell::get).unwrap_or((ptr::null(), None));
     if r == raw {
         site
     } else {
@@ -321,33 +324,37 @@ pub(crate) fn acquiring_site(raw: *const ()) -> Option<&'static Location<'static
 }
 
 /// A lock future of the lock at `raw` that started to wait at `since` (`now_ns`) has
-/// just been granted the lock: its token, made next on this thread, takes the wait.
-/// Returns the time of the grant.
+/// just been granted the lock: its token, made next on this thread, takes the wait (and
+/// starts its hold at the grant's time, so no second clock read).
 #[inline]
-pub(crate) fn granted(raw: *const (), kind: WaiterKind, since: u64) -> u64 {
+pub(crate) fn granted(raw: *const (), kind: WaiterKind, since: u64) {
     let at = now_ns();
-    GRANT.set(Grant {
+    let grant = Grant {
         raw,
         upgrade: kind == WaiterKind::Upgrade,
         wait_ns: at.saturating_sub(since),
         at,
-    });
-    at
+    };
+    let _ = GRANT.try_with(|cell| cell.set(grant));
 }
 
 /// The grant left for the lock at `raw` (an upgrade's, if `upgrade`), taken.
 #[inline]
 fn take_grant(raw: *const (), upgrade: bool) -> Option<Grant> {
-    let grant = GRANT.get();
-    if grant.raw == raw && grant.upgrade == upgrade {
-        GRANT.set(Grant {
-            raw: ptr::null(),
-            ..grant
-        });
-        Some(grant)
-    } else {
-        None
-    }
+    GRANT
+        .try_with(|cell| {
+            let grant = cell.get();
+            if grant.raw != raw || grant.upgrade != upgrade {
+                return None;
+            }
+            cell.set(Grant {
+                raw: ptr::null(),
+                ..grant
+            });
+            Some(grant)
+        })
+        .ok()
+        .flatten()
 }
 
 impl LockStatState {
@@ -714,11 +721,16 @@ pub struct Holder {
 /// Its `Display` prints a table:
 ///
 /// ```text
-///                  count  contended       mean        p50        p99        max
-/// read wait            3          1     52.1µs        0ns    262.1µs    156.4µs
-/// ...
-/// longest hold: 1.2ms (write) at src/main.rs:10:25
+///                  count  contended      total       mean        p50        p99        max
+/// read wait            3          1    156.4µs     52.1µs          0    156.4µs    156.4µs
+/// read hold            3          -      3.1ms      1.0ms      1.0ms      2.1ms      2.0ms
+/// write wait           2          1      2.0ms      1.0ms          0      2.0ms      2.0ms
+/// write hold           2          -      1.2ms    600.0µs    524.3µs      1.2ms      1.2ms
+/// longest hold: 2.0ms (read) at src/main.rs:10:25
 /// ```
+///
+/// (the columns as the kernel's `/proc/lock_stat` has them for waits and holds, with
+/// percentiles in place of the minimum; "contended": acquires whose fast path failed).
 ///
 /// The snapshot is read with relaxed loads: while the lock is in use it is approximate,
 /// once every task is done with the lock it is exact.
@@ -780,15 +792,19 @@ impl LockStat {
 
 /// `{:.1?}` of a duration, as one string (so that it can be padded).
 fn short(d: Duration) -> String {
-    format!("{d:.1?}")
+    if d.is_zero() {
+        String::from("0")
+    } else {
+        format!("{d:.1?}")
+    }
 }
 
 impl fmt::Display for LockStat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "", "count", "contended", "mean", "p50", "p99", "max"
+            "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "", "count", "contended", "total", "mean", "p50", "p99", "max"
         )?;
         let rows = [
             ("read wait", &self.read_wait, Some(self.read_contentions)),
@@ -799,10 +815,11 @@ impl fmt::Display for LockStat {
         for (name, h, contended) in rows {
             writeln!(
                 f,
-                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
                 name,
                 h.count(),
                 contended.map_or_else(|| String::from("-"), |n| n.to_string()),
+                short(h.total()),
                 short(h.mean()),
                 short(h.percentile(0.5)),
                 short(h.percentile(0.99)),

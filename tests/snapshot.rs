@@ -77,6 +77,8 @@ fn readers_inside_and_a_writer_and_readers_queued_behind_them() {
     let s = lock.snapshot();
     assert!(s.writer);
     assert_eq!(s.readers, 0);
+    #[cfg(not(feature = "lock_stat"))] // (which names the holder too)
+    assert_eq!(s.to_string(), "a writer holds it; queued: 2 readers");
     assert_eq!((s.queued_readers, s.queued_writers), (2, 0));
     drop(g);
     drop(assert_ready!(q1.poll()));
@@ -112,6 +114,12 @@ fn the_upgradable_reader_and_its_upgrade() {
     assert!(s.upgradable && !s.writer);
     assert_eq!(s.readers, 1);
     assert_eq!(s.queued_upgradable, 1);
+    // (`lock_stat` names the holder and times every waiter too.)
+    #[cfg(not(feature = "lock_stat"))]
+    assert_eq!(
+        s.to_string(),
+        "the upgradable reader and 1 reader hold it; queued: 1 upgradable reader"
+    );
 
     let mut upgrade = spawn(RwLockUpgradableReadGuard::upgrade(up));
     assert_pending!(upgrade.poll());

@@ -75,7 +75,8 @@ impl fmt::Display for Snapshot {
                 plural(self.readers, "reader", "readers")
             )?;
         } else if self.readers > 0 {
-            write!(f, "{} hold it", plural(self.readers, "reader", "readers"))?;
+            let verb = if self.readers == 1 { "holds" } else { "hold" };
+            write!(f, "{} {verb} it", plural(self.readers, "reader", "readers"))?;
         } else {
             f.write_str("free")?;
         }
