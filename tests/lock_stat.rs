@@ -233,6 +233,60 @@ fn the_head_wait_is_known_for_a_queued_reader() {
     drop(assert_ready!(r.poll()));
 }
 
+#[test]
+fn a_blocking_acquire_that_waits_is_a_contention() {
+    let lock = RwLock::with_policy(0, queue_at_once());
+    let w = lock.try_write().unwrap();
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| drop(lock.blocking_read()));
+        while lock.snapshot().queued_readers == 0 {
+            std::thread::yield_now();
+        }
+        sleep(Duration::from_millis(2));
+        drop(w);
+        reader.join().unwrap();
+    });
+    let stat = lock.lock_stat();
+    assert_eq!(stat.read_contentions(), 1);
+    assert_eq!(stat.read_wait().count(), 1);
+    assert!(stat.read_wait().max() >= Duration::from_millis(2), "{stat}");
+    assert_eq!(stat.read_hold().count(), 1);
+}
+
+#[test]
+fn an_owned_guard_is_located_at_its_acquire() {
+    let lock = std::sync::Arc::new(RwLock::new(0));
+    let (mut w, line) = (spawn(std::sync::Arc::clone(&lock).write_owned()), line!());
+    let g = assert_ready!(w.poll());
+    sleep(Duration::from_millis(2));
+    drop(g);
+    let longest = lock.lock_stat().longest_hold().unwrap();
+    assert_eq!(
+        (longest.location.file(), longest.location.line()),
+        (file!(), line)
+    );
+    assert_eq!(longest.access, Access::Write);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn an_acquire_that_times_out_records_no_acquisition() {
+    let lock = RwLock::with_policy(0, queue_at_once());
+    let w = lock.try_write().unwrap();
+    assert!(lock.read_timeout(Duration::from_millis(5)).await.is_err());
+    drop(w);
+    let stat = lock.lock_stat();
+    assert_eq!(stat.read_wait().count(), 0);
+    assert_eq!(stat.read_contentions(), 0);
+    assert_eq!(stat.read_hold().count(), 0);
+    assert_eq!(stat.events().rlock_cancel, 1);
+    // The next acquire is not credited with the abandoned wait.
+    drop(lock.read().await);
+    let stat = lock.lock_stat();
+    assert_eq!((stat.read_wait().count(), stat.read_wait().zeros()), (1, 1));
+    assert_eq!(stat.read_contentions(), 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // The warnings (with `tracing`).
 
