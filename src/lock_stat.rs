@@ -55,15 +55,29 @@ fn bucket_upper(b: usize) -> u64 {
     }
 }
 
-/// Nanoseconds since the crate's clock epoch (the first call), plus one: 0 means "no
-/// time".
+/// Nanoseconds from the crate's clock epoch (its first use) to `at`, plus one: 0 means
+/// "no time". For the times kept in atomics (the exclusive holder's) and in wait-list
+/// nodes; a hold keeps its `Instant`, so that a read lock reads the clock without this
+/// subtraction when taken.
 #[inline]
-pub(crate) fn now_ns() -> u64 {
+pub(crate) fn epoch_ns(at: Instant) -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    u64::try_from(Instant::now().saturating_duration_since(epoch).as_nanos())
+    let epoch = *EPOCH.get_or_init(|| at);
+    u64::try_from(at.saturating_duration_since(epoch).as_nanos())
         .unwrap_or(u64::MAX)
         .saturating_add(1)
+}
+
+/// [`epoch_ns`] of now.
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    epoch_ns(Instant::now())
+}
+
+/// `d` in nanoseconds, saturating.
+#[inline]
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// How a lock is held.
@@ -273,10 +287,13 @@ impl Default for LockStatState {
 #[derive(Debug)]
 pub(crate) struct HoldStat {
     site: &'static Location<'static>,
-    /// When the lock was taken (`now_ns`): the holder slot's key.
-    acquired: u64,
-    /// When the current mode was entered (`now_ns`).
-    since: u64,
+    /// When the current mode was entered.
+    since: Instant,
+    /// How long the lock was held in the modes before the current one (ns).
+    earlier_ns: u64,
+    /// When the hold became exclusive (`epoch_ns`; 0 for a plain read lock): the holder
+    /// slot's key and time.
+    key: u64,
     /// How long the acquire (or the upgrade) that began the current mode waited (ns; 0:
     /// not at all), for the "waited too long" warning.
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
@@ -290,12 +307,12 @@ struct Grant {
     raw: *const (),
     upgrade: bool,
     wait_ns: u64,
-    at: u64,
+    at: Option<Instant>,
 }
 
 thread_local! {
     static GRANT: Cell<Grant> = const {
-        Cell::new(Grant { raw: ptr::null(), upgrade: false, wait_ns: 0, at: 0 })
+        Cell::new(Grant { raw: ptr::null(), upgrade: false, wait_ns: 0, at: None })
     };
     /// The site of the acquire that last announced itself on this thread, for its lock
     /// future's node (the waiter's location in a "waited too long" report).
@@ -328,12 +345,12 @@ pub(crate) fn acquiring_site(raw: *const ()) -> Option<&'static Location<'static
 /// starts its hold at the grant's time, so no second clock read).
 #[inline]
 pub(crate) fn granted(raw: *const (), kind: WaiterKind, since: u64) {
-    let at = now_ns();
+    let at = Instant::now();
     let grant = Grant {
         raw,
         upgrade: kind == WaiterKind::Upgrade,
-        wait_ns: at.saturating_sub(since),
-        at,
+        wait_ns: epoch_ns(at).saturating_sub(since),
+        at: Some(at),
     };
     let _ = GRANT.try_with(|cell| cell.set(grant));
 }
@@ -390,17 +407,21 @@ impl LockStatState {
     /// Records an acquisition's wait (`grant`: a contended one's) and returns the time
     /// its hold starts. Runs no foreign code.
     #[inline]
-    fn record_wait(&self, access: Access, grant: Option<Grant>) -> (u64, u64) {
+    fn record_wait(&self, access: Access, grant: Option<Grant>) -> (Instant, u64) {
         let (wait, contentions) = self.wait_of(access);
         match grant {
-            Some(grant) => {
+            Some(Grant {
+                at: Some(at),
+                wait_ns,
+                ..
+            }) => {
                 contentions.fetch_add(1, Ordering::Relaxed);
-                wait.record(grant.wait_ns);
-                (grant.at, grant.wait_ns)
+                wait.record(wait_ns);
+                (at, wait_ns)
             }
-            None => {
+            _ => {
                 wait.record(0);
-                (now_ns(), 0)
+                (Instant::now(), 0)
             }
         }
     }
@@ -416,27 +437,32 @@ impl LockStatState {
     ) -> HoldStat {
         let access = Access::of(kind);
         let (now, wait) = self.record_wait(access, take_grant(raw, false));
+        let mut key = 0;
         if access != Access::Read {
+            key = epoch_ns(now);
             self.holder
-                .write(true, |_| true, |slot| slot.set(site, now, access));
+                .write(true, |_| true, |slot| slot.set(site, key, access));
         }
         HoldStat {
             site,
-            acquired: now,
             since: now,
+            earlier_ns: 0,
+            key,
             wait_ns: wait,
         }
     }
 
     /// Ends the hold of the mode `access` at `now`: its histogram, the longest hold.
+    /// Returns its length (ns).
     #[inline]
-    fn end_segment(&self, hold: &HoldStat, access: Access, now: u64) {
-        let ns = now.saturating_sub(hold.since);
+    fn end_segment(&self, hold: &HoldStat, access: Access, now: Instant) -> u64 {
+        let ns = nanos(now.saturating_duration_since(hold.since));
         self.hold_of(access).record(ns);
         if ns > self.longest.ns.load(Ordering::Relaxed) {
             self.longest
                 .write(true, |max| ns > max, |slot| slot.set(hold.site, ns, access));
         }
+        ns
     }
 
     /// The lock at `raw` held as `hold` turned from `from` into `to` (an upgrade's wait
@@ -454,17 +480,22 @@ impl LockStatState {
             // An upgrade: a write acquisition.
             self.record_wait(Access::Write, take_grant(raw, true))
         } else {
-            (now_ns(), 0)
+            (Instant::now(), 0)
         };
-        self.end_segment(hold, from, now);
+        let ns = self.end_segment(hold, from, now);
+        hold.earlier_ns = hold.earlier_ns.saturating_add(ns);
         hold.since = now;
         hold.wait_ns = wait;
         if to == Access::Read {
             self.clear_holder(hold);
         } else {
-            let (site, acquired) = (hold.site, hold.acquired);
+            if hold.key == 0 {
+                // (Every change into an exclusive mode starts from one: not reached.)
+                hold.key = epoch_ns(now);
+            }
+            let (site, key) = (hold.site, hold.key);
             self.holder
-                .write(true, |_| true, |slot| slot.set(site, acquired, to));
+                .write(true, |_| true, |slot| slot.set(site, key, to));
         }
     }
 
@@ -472,13 +503,12 @@ impl LockStatState {
     /// length (ns). Runs no foreign code.
     #[inline]
     pub(crate) fn released(&self, kind: WaiterKind, hold: &HoldStat) -> u64 {
-        let now = now_ns();
         let access = Access::of(kind);
-        self.end_segment(hold, access, now);
+        let ns = self.end_segment(hold, access, Instant::now());
         if access != Access::Read {
             self.clear_holder(hold);
         }
-        now.saturating_sub(hold.acquired)
+        hold.earlier_ns.saturating_add(ns)
     }
 
     /// Empties the holder slot if it is still `hold`'s: after a release, the next holder
@@ -486,7 +516,10 @@ impl LockStatState {
     /// written, which can only be the next holder's).
     #[inline]
     fn clear_holder(&self, hold: &HoldStat) {
-        let key = hold.acquired;
+        let key = hold.key;
+        if key == 0 {
+            return;
+        }
         self.holder.write(
             false,
             |ns| ns == key,
@@ -899,15 +932,18 @@ mod tests {
     fn the_longest_hold_keeps_the_max_with_its_site() {
         let s = LockStatState::new();
         let here = Location::caller();
-        let hold = |since| HoldStat {
+        let t0 = Instant::now();
+        let hold = HoldStat {
             site: here,
-            acquired: since,
-            since,
+            since: t0,
+            earlier_ns: 0,
+            key: 0,
             wait_ns: 0,
         };
-        s.end_segment(&hold(100), Access::Read, 150); // 50
-        s.end_segment(&hold(100), Access::Write, 400); // 300
-        s.end_segment(&hold(100), Access::Read, 200); // 100: not the longest
+        let at = |ns| t0 + Duration::from_nanos(ns);
+        assert_eq!(s.end_segment(&hold, Access::Read, at(50)), 50);
+        assert_eq!(s.end_segment(&hold, Access::Write, at(300)), 300);
+        assert_eq!(s.end_segment(&hold, Access::Read, at(100)), 100); // not the longest
         let stat = s.snapshot(LockStats::default());
         let longest = stat.longest_hold().unwrap();
         assert_eq!(longest.duration, Duration::from_nanos(300));
@@ -921,22 +957,19 @@ mod tests {
     fn the_holder_slot_is_cleared_only_by_its_own_hold() {
         let s = LockStatState::new();
         let here = Location::caller();
-        let old = HoldStat {
+        let hold = |key| HoldStat {
             site: here,
-            acquired: 10,
-            since: 10,
+            since: Instant::now(),
+            earlier_ns: 0,
+            key,
             wait_ns: 0,
         };
+        let old = hold(10);
         s.holder
             .write(true, |_| true, |slot| slot.set(here, 20, Access::Write));
         s.clear_holder(&old); // the next holder's slot: left alone
         assert_eq!(s.holder().unwrap().access, Access::Write);
-        let new = HoldStat {
-            site: here,
-            acquired: 20,
-            since: 20,
-            wait_ns: 0,
-        };
+        let new = hold(20);
         s.clear_holder(&new);
         assert!(s.holder().is_none());
     }
