@@ -36,6 +36,9 @@ use std::time::{Duration, Instant};
 use crate::raw::list::WaiterKind;
 use crate::raw::stats::LockStats;
 
+/// A call site, as `Location::caller` gives it.
+type Site = &'static Location<'static>;
+
 /// Buckets of a histogram: bucket 0 holds zero, bucket `b >= 1` the times in
 /// `[2^(b-1), 2^b)` ns, the last one everything from 2^46 ns (about 19.5 hours) up.
 pub(crate) const BUCKETS: usize = 48;
@@ -308,11 +311,13 @@ struct Grant {
     upgrade: bool,
     wait_ns: u64,
     at: Option<Instant>,
+    /// Where the waiting acquire was called (for an upgrade: the `upgrade` call).
+    site: Option<&'static Location<'static>>,
 }
 
 thread_local! {
     static GRANT: Cell<Grant> = const {
-        Cell::new(Grant { raw: ptr::null(), upgrade: false, wait_ns: 0, at: None })
+        Cell::new(Grant { raw: ptr::null(), upgrade: false, wait_ns: 0, at: None, site: None })
     };
     /// The site of the acquire that last announced itself on this thread, for its lock
     /// future's node (the waiter's location in a "waited too long" report).
@@ -344,13 +349,19 @@ pub(crate) fn acquiring_site(raw: *const ()) -> Option<&'static Location<'static
 /// just been granted the lock: its token, made next on this thread, takes the wait (and
 /// starts its hold at the grant's time, so no second clock read).
 #[inline]
-pub(crate) fn granted(raw: *const (), kind: WaiterKind, since: u64) {
+pub(crate) fn granted(
+    raw: *const (),
+    kind: WaiterKind,
+    since: u64,
+    site: Option<&'static Location<'static>>,
+) {
     let at = Instant::now();
     let grant = Grant {
         raw,
         upgrade: kind == WaiterKind::Upgrade,
         wait_ns: epoch_ns(at).saturating_sub(since),
         at: Some(at),
+        site,
     };
     let _ = GRANT.try_with(|cell| cell.set(grant));
 }
@@ -407,21 +418,22 @@ impl LockStatState {
     /// Records an acquisition's wait (`grant`: a contended one's) and returns the time
     /// its hold starts. Runs no foreign code.
     #[inline]
-    fn record_wait(&self, access: Access, grant: Option<Grant>) -> (Instant, u64) {
+    fn record_wait(&self, access: Access, grant: Option<Grant>) -> (Instant, u64, Option<Site>) {
         let (wait, contentions) = self.wait_of(access);
         match grant {
             Some(Grant {
                 at: Some(at),
                 wait_ns,
+                site,
                 ..
             }) => {
                 contentions.fetch_add(1, Ordering::Relaxed);
                 wait.record(wait_ns);
-                (at, wait_ns)
+                (at, wait_ns, site)
             }
             _ => {
                 wait.record(0);
-                (Instant::now(), 0)
+                (Instant::now(), 0, None)
             }
         }
     }
@@ -436,7 +448,7 @@ impl LockStatState {
         site: &'static Location<'static>,
     ) -> HoldStat {
         let access = Access::of(kind);
-        let (now, wait) = self.record_wait(access, take_grant(raw, false));
+        let (now, wait, _) = self.record_wait(access, take_grant(raw, false));
         let mut key = 0;
         if access != Access::Read {
             key = epoch_ns(now);
@@ -466,7 +478,8 @@ impl LockStatState {
     }
 
     /// The lock at `raw` held as `hold` turned from `from` into `to` (an upgrade's wait
-    /// goes into `hold`). Runs no foreign code.
+    /// goes into `hold`). Returns where an upgrade that waited was called. Runs no
+    /// foreign code.
     #[inline]
     pub(crate) fn changed(
         &self,
@@ -474,13 +487,13 @@ impl LockStatState {
         from: WaiterKind,
         to: WaiterKind,
         hold: &mut HoldStat,
-    ) {
+    ) -> Option<Site> {
         let (from, to) = (Access::of(from), Access::of(to));
-        let (now, wait) = if from != Access::Write && to == Access::Write {
+        let (now, wait, site) = if from != Access::Write && to == Access::Write {
             // An upgrade: a write acquisition.
             self.record_wait(Access::Write, take_grant(raw, true))
         } else {
-            (Instant::now(), 0)
+            (Instant::now(), 0, None)
         };
         let ns = self.end_segment(hold, from, now);
         hold.earlier_ns = hold.earlier_ns.saturating_add(ns);
@@ -497,6 +510,7 @@ impl LockStatState {
             self.holder
                 .write(true, |_| true, |slot| slot.set(site, key, to));
         }
+        site
     }
 
     /// The lock held as `hold` in mode `kind` was released. Returns the whole hold's
@@ -564,20 +578,21 @@ impl LockStatState {
 /// an unwind would leave locked.
 #[cfg(feature = "tracing")]
 pub(crate) mod warn {
-    use super::{Access, HoldStat};
+    use super::{Access, HoldStat, Site};
     use crate::raw::list::WaiterKind;
     use crate::raw::RawRwLock;
 
-    /// The hold began with a wait past the lock's threshold: the waiter's own report, at
-    /// the grant.
+    /// The hold's current mode began with a wait past the lock's threshold: the waiter's
+    /// own report, at the grant. `site`: the waiting call's location, if not the hold's
+    /// (an upgrade's).
     #[inline]
-    pub(crate) fn waited(raw: &RawRwLock, kind: WaiterKind, hold: &HoldStat) {
+    pub(crate) fn waited(raw: &RawRwLock, kind: WaiterKind, hold: &HoldStat, site: Option<Site>) {
         if hold.wait_ns != 0 && hold.wait_ns > raw.warn_waited_ns() {
             tracing::warn!(
                 target: "async_rwsem::lock_stat",
                 lock = ?std::ptr::from_ref(raw),
                 access = %Access::of(kind),
-                location = %hold.site,
+                location = %site.unwrap_or(hold.site),
                 waited_us = hold.wait_ns / 1000,
                 "waited too long for the lock"
             );

@@ -132,7 +132,7 @@ pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
 #[inline]
 pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {
     #[cfg(all(feature = "lock_stat", feature = "tracing"))]
-    crate::lock_stat::warn::waited(raw, kind, &held.lock_stat);
+    crate::lock_stat::warn::waited(raw, kind, &held.lock_stat, None);
 }
 
 /// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
@@ -140,14 +140,16 @@ pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {
 pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {
     #[cfg(feature = "lock_stat")]
     {
-        raw.observe.lock_stat.changed(
+        let site = raw.observe.lock_stat.changed(
             std::ptr::from_ref(raw).cast(),
             from,
             to,
             &mut held.lock_stat,
         );
         #[cfg(feature = "tracing")]
-        crate::lock_stat::warn::waited(raw, to, &held.lock_stat);
+        crate::lock_stat::warn::waited(raw, to, &held.lock_stat, site);
+        #[cfg(not(feature = "tracing"))]
+        let _ = site;
     }
 }
 

@@ -445,6 +445,34 @@ mod warnings {
         });
     }
 
+    #[test]
+    fn an_upgrade_that_waited_too_long_is_reported_at_its_grant() {
+        let collect = Collect::default();
+        let events = Arc::clone(&collect.events);
+        tracing::subscriber::with_default(collect, || {
+            let lock = RwLock::with_policy(
+                0,
+                queue_at_once().warn_waited_longer_than(Duration::from_millis(2)),
+            );
+            let (up, up_line) = (lock.try_upgradable_read().unwrap(), line!());
+            let r = lock.try_read().unwrap();
+            let (mut upgrade, line) = (spawn(RwLockUpgradableReadGuard::upgrade(up)), line!());
+            assert_pending!(upgrade.poll());
+            sleep(Duration::from_millis(4));
+            drop(r); // grants the upgrade: no one is left queued to report at the release
+            drop(assert_ready!(upgrade.poll()));
+            let events = events.lock().unwrap();
+            assert_eq!(events.len(), 1, "{events:?}");
+            let e = &events[0];
+            assert_eq!(e["message"], "waited too long for the lock");
+            assert_eq!(e["access"], "write");
+            // The upgrade's own call, not the upgradable read's.
+            assert!(e["location"].starts_with(&at(file!(), line)), "{e:?}");
+            assert_ne!(up_line, line);
+            assert!(micros(e, "waited_us") >= 4000, "{e:?}");
+        });
+    }
+
     /// Runs `f` under a subscriber that panics on the event with message `panic_on`.
     fn with_panicking_subscriber(panic_on: &'static str, f: impl FnOnce()) {
         let collect = Collect::default();

@@ -130,7 +130,6 @@ pub(crate) struct WaiterInner {
 #[derive(Debug, Default)]
 pub(crate) struct WaitStat {
     pub(crate) since: u64,
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))] // read by the warnings
     pub(crate) site: Option<&'static std::panic::Location<'static>>,
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) reported: bool,

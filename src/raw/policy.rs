@@ -296,7 +296,8 @@ impl Policy {
     ///   `holder` and `holder_access` the releasing holder's (a waiter that the release
     ///   itself grants the lock is reported at its grant only);
     /// - `waited too long for the lock`, when such an acquire finally gets the lock:
-    ///   `location`, `access` and `waited_us` (its whole wait).
+    ///   `location` (the acquire's call; for an upgrade, the `upgrade` call), `access` and
+    ///   `waited_us` (its whole wait).
     ///
     /// Both are emitted where the lock is consistent (after the release; once the new
     /// guard exists), so a panicking subscriber leaves the lock usable. With a limit set,

@@ -224,10 +224,14 @@ impl LockFuture<'_> {
         // wait (`lock_stat::granted`).
         #[cfg(feature = "lock_stat")]
         if poll.is_ready() {
+            // SAFETY: the lock is ours: the node is `Granted` or `Idle`, unlinked, and only
+            // its owner touches it.
+            let site = unsafe { self.node.with_inner(|inner| inner.stat.site) };
             crate::lock_stat::granted(
                 std::ptr::from_ref(self.lock).cast(),
                 self.node.kind,
                 self.stat_since,
+                site,
             );
         }
         poll
