@@ -196,17 +196,21 @@ impl Slot {
         }
     }
 
-    /// Takes the slot for writing if `want` (given the current time field) still says so;
-    /// `spin`: wait for another writer to finish, else give up while one writes.
+    /// Takes the slot for writing if `want` (given the current time field) still says so,
+    /// waiting for another writer to finish (a few instructions, unless its thread was
+    /// preempted: then this one yields its thread between tries).
     #[inline]
-    fn write(&self, spin: bool, want: impl Fn(u64) -> bool, f: impl FnOnce(&Self)) {
+    fn write(&self, want: impl Fn(u64) -> bool, f: impl FnOnce(&Self)) {
+        let mut spins = 0u32;
         loop {
             let seq = self.seq.load(Ordering::Relaxed);
             if seq & 1 != 0 {
-                if !spin {
-                    return;
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
                 }
-                std::hint::spin_loop();
                 continue;
             }
             if !want(self.ns.load(Ordering::Relaxed)) {
@@ -453,7 +457,7 @@ impl LockStatState {
         if access != Access::Read {
             key = epoch_ns(now);
             self.holder
-                .write(true, |_| true, |slot| slot.set(site, key, access));
+                .write(|_| true, |slot| slot.set(site, key, access));
         }
         HoldStat {
             site,
@@ -472,7 +476,7 @@ impl LockStatState {
         self.hold_of(access).record(ns);
         if ns > self.longest.ns.load(Ordering::Relaxed) {
             self.longest
-                .write(true, |max| ns > max, |slot| slot.set(hold.site, ns, access));
+                .write(|max| ns > max, |slot| slot.set(hold.site, ns, access));
         }
         ns
     }
@@ -507,8 +511,7 @@ impl LockStatState {
                 hold.key = epoch_ns(now);
             }
             let (site, key) = (hold.site, hold.key);
-            self.holder
-                .write(true, |_| true, |slot| slot.set(site, key, to));
+            self.holder.write(|_| true, |slot| slot.set(site, key, to));
         }
         site
     }
@@ -526,19 +529,20 @@ impl LockStatState {
     }
 
     /// Empties the holder slot if it is still `hold`'s: after a release, the next holder
-    /// may have written it already (then it is left alone, and so is a slot being
-    /// written, which can only be the next holder's).
+    /// may have written it already, and is left alone. One CAS of the time field, outside
+    /// the sequence count: an empty slot reads as empty whatever its other fields hold,
+    /// and a next holder's write (which the lock orders after this hold's own) either
+    /// comes after this CAS or makes it fail. So only holders write the slot under the
+    /// count, one at a time, and nobody waits for it on the acquire and release paths.
     #[inline]
     fn clear_holder(&self, hold: &HoldStat) {
         let key = hold.key;
-        if key == 0 {
-            return;
+        if key != 0 {
+            let _ = self
+                .holder
+                .ns
+                .compare_exchange(key, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
-        self.holder.write(
-            false,
-            |ns| ns == key,
-            |slot| slot.ns.store(0, Ordering::Relaxed),
-        );
     }
 
     /// The exclusive holder: where it took the lock, since when (`now_ns`), how.
@@ -981,7 +985,7 @@ mod tests {
         };
         let old = hold(10);
         s.holder
-            .write(true, |_| true, |slot| slot.set(here, 20, Access::Write));
+            .write(|_| true, |slot| slot.set(here, 20, Access::Write));
         s.clear_holder(&old); // the next holder's slot: left alone
         assert_eq!(s.holder().unwrap().access, Access::Write);
         let new = hold(20);
