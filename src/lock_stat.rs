@@ -24,6 +24,15 @@
 //! - Times are read with `Instant::now()`: one read when a lock is taken and one when it
 //!   is released (or changes mode); a contended acquire reads one more, when it starts to
 //!   wait.
+//!
+//! # What it costs
+//!
+//! - Time: those clock reads, and a few relaxed atomic adds, on every acquire and release
+//!   (the uncontended ones too); with `tracing`, a release with a waiting threshold set
+//!   and waiters queued takes the wait list's mutex briefly to read the head's wait.
+//! - Memory, on 64-bit targets: 1,680 bytes more per lock (four histograms of 48 buckets,
+//!   the counters and two slots), 48 bytes more per guard (where and when its hold
+//!   began).
 
 use std::cell::Cell;
 use std::fmt;
@@ -278,7 +287,7 @@ pub(crate) struct LockStatState {
     /// The longest hold: its location, its length, its access.
     longest: Slot,
     /// The exclusive holder (a writer or the upgradable reader): where and when it took
-    /// the lock (the time field, `now_ns`; 0 when nobody holds it exclusively).
+    /// the lock (the time field, `epoch_ns`; 0 when nobody holds it exclusively).
     holder: Slot,
 }
 
@@ -912,6 +921,14 @@ impl fmt::Display for LockStat {
 #[cfg(all(test, not(async_rwsem_loom)))]
 mod tests {
     use super::*;
+
+    /// The sizes the documentation gives: the per-lock state and the per-hold state.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn sizes() {
+        assert_eq!(std::mem::size_of::<LockStatState>(), 1680);
+        assert_eq!(std::mem::size_of::<HoldStat>(), 48);
+    }
 
     #[test]
     fn buckets_are_powers_of_two() {
