@@ -176,7 +176,8 @@ impl RawRwLock {
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
             unsafe { list.enqueue(node, waker, true) };
             lockevent!(self, sleep_writer);
-            self.count.fetch_or(WAITERS | HANDOFF, Relaxed);
+            self.count
+                .fetch_or(WAITERS | HANDOFF | WRITER_QUEUED, Relaxed);
             // The other readers may have left before the bits were set (their unlock saw
             // no waiters): look again.
             // SAFETY: the node is ours and linked in `list`, which we hold.

@@ -142,6 +142,31 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
 }
 
 impl<T: ?Sized> RwLockUpgradableReadGuard<'_, T> {
+    /// Is a writer queued for this lock? As
+    /// [`RwLockReadGuard::writer_waiting`], which says what to do with the answer under
+    /// each policy: one load of the count word. (An upgrade cannot be queued beside this
+    /// guard: it is the one upgradable reader.)
+    ///
+    /// An associated function (`RwLockUpgradableReadGuard::writer_waiting(&guard)`), not
+    /// a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    /// use tokio_test::{assert_pending, task::spawn};
+    ///
+    /// let lock = RwLock::new(0);
+    /// let up = lock.try_upgradable_read().unwrap();
+    /// let mut writer = spawn(lock.write());
+    /// assert!(!RwLockUpgradableReadGuard::writer_waiting(&up));
+    /// assert_pending!(writer.poll()); // it yields once, then queues
+    /// assert_pending!(writer.poll());
+    /// assert!(RwLockUpgradableReadGuard::writer_waiting(&up));
+    /// ```
+    #[inline]
+    pub fn writer_waiting(this: &Self) -> bool {
+        this.token.lock().writer_queued()
+    }
+
     /// Releases the upgradable read lock fairly: if anyone is queued, the head of the queue
     /// is handed the lock, and no task arriving meanwhile takes it first (see
     /// [`RwLockReadGuard::unlock_fair`]).
@@ -331,6 +356,26 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
 }
 
 impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
+    /// Is a writer queued for this lock? As
+    /// [`RwLockUpgradableReadGuard::writer_waiting`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    /// use tokio_test::{assert_pending, task::spawn};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// let mut writer = spawn(lock.write());
+    /// assert_pending!(writer.poll()); // it yields once, then queues
+    /// assert_pending!(writer.poll());
+    /// assert!(OwnedRwLockUpgradableReadGuard::writer_waiting(&up));
+    /// ```
+    #[inline]
+    pub fn writer_waiting(this: &Self) -> bool {
+        this.token.lock().raw.writer_queued()
+    }
+
     /// Releases the upgradable read lock fairly: if anyone is queued, the head of the queue
     /// is handed the lock, and no task arriving meanwhile takes it first, then drops the
     /// guard's `Arc` (see [`RwLockReadGuard::unlock_fair`]).
