@@ -5,7 +5,7 @@
 //! needed; a timed one drops (cancels) the future at its deadline.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
+use super::token::{RawRef, Token, Upgradable, Write};
 use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
+use crate::raw::LockFuture;
 
 /// Wakes a thread parked in [`block_on`].
 struct ThreadWaker(Thread);
@@ -59,6 +61,15 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 /// runtime a spent budget would defer the wake-up until the task's poll returns, which a
 /// blocked thread never does.
 fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
+    poll_until(pin!(future), deadline)
+}
+
+/// [`block_on_until`] for a pinned future that the caller keeps: on `None` it is left
+/// pending, for the caller to stop or drop.
+fn poll_until<F: Future + ?Sized>(
+    future: Pin<&mut F>,
+    deadline: Option<Instant>,
+) -> Option<F::Output> {
     #[cfg(feature = "tokio")]
     let future = super::coop::unconstrained(future);
     let mut future = pin!(future);
@@ -86,7 +97,7 @@ fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::
 
 /// The deadline `timeout` from now; `None` (no deadline) if that is past what an
 /// `Instant` can hold.
-fn deadline_in(timeout: Duration) -> Option<Instant> {
+pub(super) fn deadline_in(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
 }
 
@@ -325,5 +336,30 @@ impl<T: ?Sized> RwLock<T> {
         deadline: Instant,
     ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
         block_on_until(self.upgradable_read(), Some(deadline))
+    }
+}
+
+impl<L: RawRef> Token<L, Upgradable> {
+    /// Upgrades to the write lock, blocking the thread until `deadline` at most (`None`:
+    /// no deadline): the token of the write lock, or, when the time ran out, that of the
+    /// upgradable read lock, which was held throughout (the upgrade is stopped, not
+    /// cancelled: [`LockFuture::stop_upgrade`]). Polled once more at the deadline, so an
+    /// upgrade granted in time is kept. The timed upgrades of both upgradable guards.
+    pub(super) fn upgrade_until(self, deadline: Option<Instant>) -> Result<Token<L, Write>, Self> {
+        let lock = self.into_lock();
+        let upgraded = {
+            // SAFETY: the token's upgradable read lock goes to the acquire future, which
+            // releases it if an unwind drops it (declared after `lock`, it goes first).
+            let mut acquire = pin!(unsafe { LockFuture::upgrade(lock.raw()) });
+            poll_until(acquire.as_mut(), deadline).is_some() || acquire.as_mut().stop_upgrade()
+        };
+        if upgraded {
+            // SAFETY: the upgrade completed (or was granted as it was stopped): we own the
+            // write lock of `lock`.
+            Ok(unsafe { Token::new(lock) })
+        } else {
+            // SAFETY: stopped: we own the upgradable read lock of `lock` again.
+            Err(unsafe { Token::new(lock) })
+        }
     }
 }

@@ -1,14 +1,22 @@
 //! Acquires with a time limit (feature `tokio`): the acquire future under
 //! `tokio::time::timeout`. The acquire is cancel safe, so an expired one holds nothing and
-//! leaves nothing queued.
+//! leaves nothing queued. The upgrades with a time limit (`upgrade_timeout`, beside the
+//! upgradable guards) race the upgrade against a `tokio::time::Sleep` here, and stop the
+//! upgrade instead of dropping it when the time runs out, so that the upgradable guard
+//! comes back.
 
 use std::error::Error;
 use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::task::Poll;
 use std::time::Duration;
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
+use super::token::{RawRef, Token, Upgradable, Write};
 use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
+use crate::raw::LockFuture;
 
 /// The error of [`RwLock::read_timeout`], [`RwLock::write_timeout`] and
 /// [`RwLock::upgradable_read_timeout`]: the time ran out before the lock was taken. Nothing is held and nothing is left queued.
@@ -111,5 +119,48 @@ impl<T: ?Sized> RwLock<T> {
         tokio::time::timeout(timeout, self.upgradable_read())
             .await
             .map_err(|_| Elapsed(()))
+    }
+}
+
+/// Polls `upgrade` until it completes (`true`) or `timeout` has passed (`false`, the
+/// upgrade left pending for the caller to stop). The upgrade is polled first, as
+/// `tokio::time::timeout` polls its future first: one that can complete at once does,
+/// even with a zero `timeout`.
+pub(super) async fn race_upgrade<F: Future + ?Sized>(
+    mut upgrade: Pin<&mut F>,
+    timeout: Duration,
+) -> Option<F::Output> {
+    let mut sleep = pin!(tokio::time::sleep(timeout));
+    poll_fn(|cx| {
+        if let Poll::Ready(done) = upgrade.as_mut().poll(cx) {
+            return Poll::Ready(Some(done));
+        }
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
+impl<L: RawRef> Token<L, Upgradable> {
+    /// Upgrades to the write lock, giving up after `timeout`: the token of the write lock,
+    /// or, when the time ran out, that of the upgradable read lock, held throughout (the
+    /// upgrade is stopped, not cancelled: [`LockFuture::stop_upgrade`]). Dropped before
+    /// it resolves, the future releases the lock altogether, as an upgrade's does.
+    pub(super) async fn upgrade_timeout(self, timeout: Duration) -> Result<Token<L, Write>, Self> {
+        let lock = self.into_lock();
+        let upgraded = {
+            // SAFETY: the token's upgradable read lock goes to the acquire future, which
+            // releases it if dropped unfinished (declared after `lock`, it goes first).
+            let mut acquire = pin!(unsafe { LockFuture::upgrade(lock.raw()) });
+            race_upgrade(acquire.as_mut(), timeout).await.is_some()
+                || acquire.as_mut().stop_upgrade()
+        };
+        if upgraded {
+            // SAFETY: the upgrade completed (or was granted as it was stopped): we own the
+            // write lock of `lock`.
+            Ok(unsafe { Token::new(lock) })
+        } else {
+            // SAFETY: stopped: we own the upgradable read lock of `lock` again.
+            Err(unsafe { Token::new(lock) })
+        }
     }
 }

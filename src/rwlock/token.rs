@@ -219,7 +219,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     /// the lock on (to a token of another mode, or to an upgrade). Dropping the result
     /// without doing so would leak the lock, never free it twice.
     #[inline]
-    fn into_lock(self) -> L {
+    pub(crate) fn into_lock(self) -> L {
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so `lock` is moved out exactly once.
         unsafe { ptr::read(&this.lock) }
@@ -378,6 +378,27 @@ impl<'a> Future for Upgrading<'a> {
         let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
         // SAFETY: the upgrade completed: we own the write lock.
         acquire.poll(cx).map(|()| unsafe { Token::new(this.lock) })
+    }
+}
+
+impl<'a> Upgrading<'a> {
+    /// Stops the upgrade (its time ran out) but keeps the upgradable read lock
+    /// ([`LockFuture::stop_upgrade`]): the token of the write lock if it was granted
+    /// first, else that of the upgradable read lock. The future is done afterwards.
+    pub(crate) fn stop(
+        self: Pin<&mut Self>,
+    ) -> Result<BorrowedToken<'a, Write>, BorrowedToken<'a, Upgradable>> {
+        // SAFETY: `acquire` is structurally pinned (as in `poll`).
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above.
+        let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
+        if acquire.stop_upgrade() {
+            // SAFETY: the upgrade was granted: we own the write lock.
+            Ok(unsafe { Token::new(this.lock) })
+        } else {
+            // SAFETY: stopped: we own the upgradable read lock again.
+            Err(unsafe { Token::new(this.lock) })
+        }
     }
 }
 
