@@ -381,6 +381,7 @@ impl<'a> Future for Upgrading<'a> {
     }
 }
 
+#[cfg(any(feature = "tokio", all(test, async_rwsem_loom)))]
 impl<'a> Upgrading<'a> {
     /// Stops the upgrade (its time ran out) but keeps the upgradable read lock
     /// ([`LockFuture::stop_upgrade`]): the token of the write lock if it was granted

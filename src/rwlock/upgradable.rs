@@ -369,8 +369,8 @@ impl<'a, T: ?Sized> Upgrade<'a, T> {
     /// Stops the upgrade but keeps the upgradable read lock (for
     /// [`RwLockUpgradableReadGuard::upgrade_timeout`]): the write guard if the upgrade was
     /// granted first, else the upgradable guard. The future is done afterwards.
-    #[cfg(feature = "tokio")]
-    fn stop(
+    #[cfg(any(feature = "tokio", all(test, async_rwsem_loom)))]
+    pub(crate) fn stop(
         self: Pin<&mut Self>,
     ) -> Result<RwLockWriteGuard<'a, T>, RwLockUpgradableReadGuard<'a, T>> {
         // SAFETY: `upgrading` is structurally pinned (as in `poll`).
