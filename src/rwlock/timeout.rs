@@ -122,15 +122,16 @@ impl<T: ?Sized> RwLock<T> {
     }
 }
 
-/// Polls `upgrade` until it completes (`true`) or `timeout` has passed (`false`, the
-/// upgrade left pending for the caller to stop). The upgrade is polled first, as
+/// Polls `upgrade` until it completes (`Some`) or `sleep` has elapsed (`None`, the upgrade
+/// left pending for the caller to stop). The upgrade is polled first, as
 /// `tokio::time::timeout` polls its future first: one that can complete at once does,
-/// even with a zero `timeout`.
+/// even with a zero timeout. The caller keeps the `Sleep` alive until the upgrade is
+/// stopped: dropping it drops a waker (foreign code), which must not run while the
+/// upgrade may still be stopped instead of cancelled.
 pub(super) async fn race_upgrade<F: Future + ?Sized>(
     mut upgrade: Pin<&mut F>,
-    timeout: Duration,
+    mut sleep: Pin<&mut tokio::time::Sleep>,
 ) -> Option<F::Output> {
-    let mut sleep = pin!(tokio::time::sleep(timeout));
     poll_fn(|cx| {
         if let Poll::Ready(done) = upgrade.as_mut().poll(cx) {
             return Poll::Ready(Some(done));
@@ -148,11 +149,11 @@ impl<L: RawRef> Token<L, Upgradable> {
     pub(super) async fn upgrade_timeout(self, timeout: Duration) -> Result<Token<L, Write>, Self> {
         let lock = self.into_lock();
         let upgraded = {
+            let sleep = pin!(tokio::time::sleep(timeout));
             // SAFETY: the token's upgradable read lock goes to the acquire future, which
             // releases it if dropped unfinished (declared after `lock`, it goes first).
             let mut acquire = pin!(unsafe { LockFuture::upgrade(lock.raw()) });
-            race_upgrade(acquire.as_mut(), timeout).await.is_some()
-                || acquire.as_mut().stop_upgrade()
+            race_upgrade(acquire.as_mut(), sleep).await.is_some() || acquire.as_mut().stop_upgrade()
         };
         if upgraded {
             // SAFETY: the upgrade completed (or was granted as it was stopped): we own the

@@ -241,8 +241,9 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
         timeout: Duration,
     ) -> impl Future<Output = Result<RwLockWriteGuard<'a, T>, Self>> {
         async move {
+            let sleep = std::pin::pin!(tokio::time::sleep(timeout));
             let mut upgrade = std::pin::pin!(Self::upgrade(this));
-            match super::timeout::race_upgrade(upgrade.as_mut(), timeout).await {
+            match super::timeout::race_upgrade(upgrade.as_mut(), sleep).await {
                 Some(write) => Ok(write),
                 None => upgrade.stop(),
             }
