@@ -36,7 +36,8 @@
 //!   spins with its bias in the count, so that the writer's release leaves it the lock.
 //! - **Upgradable reads, upgrades and downgrades** ([`upgrade`]): one upgradable reader
 //!   beside plain readers; an upgrade queues at the head with `HANDOFF` set and is granted
-//!   the write lock when the other readers have left.
+//!   the write lock when the other readers have left. A timed upgrade whose time runs out
+//!   is stopped: it leaves the queue and keeps the upgradable read lock.
 //! - **Handoff**: when the head waiter has waited longer than the policy's handoff timeout,
 //!   or was woken and lost the race, `HANDOFF` is set and the next release grants the head
 //!   the lock directly; meanwhile nobody else may take it. This bounds the unfairness that
@@ -60,8 +61,10 @@
 //! # Invariants
 //!
 //! The count word's are in [`count`], the wait list's and the nodes' in [`list`]. The
-//! ones that tie them together: `WAITERS` and `HANDOFF` change only under the wait lock;
-//! under it `WAITERS` is set exactly when the list is not empty; every release that leaves
+//! ones that tie them together: `WAITERS`, `HANDOFF` and `WRITER_QUEUED` change only
+//! under the wait lock; under it `WAITERS` is set exactly when the list is not empty (and
+//! `WRITER_QUEUED`, at each release of the wait lock, exactly when a writer or an upgrade
+//! is in it); every release that leaves
 //! the lock free (or, for a writer or an upgradable reader, any release; or a reader's
 //! release that leaves only a pending upgrader, or frees a `max_readers` slot) with
 //! `WAITERS` set calls [`RawRwLock::wake`], so a waiter is never left asleep beside a

@@ -10,7 +10,9 @@
 //! In the count word the upgradable reader is a reader bias plus the `UPGRADABLE` bit. An
 //! upgrade that must wait queues at the *head* of the wait queue and sets the handoff bit:
 //! new readers queue behind it, the readers inside drain, and the last one out grants it
-//! the write lock.
+//! the write lock. A timed upgrade (`try_upgrade_for`, `try_upgrade_until`,
+//! `upgrade_timeout`) whose time runs out is stopped rather than dropped: its node leaves
+//! the queue and the guard comes back with the upgradable read lock it held throughout.
 
 use std::fmt;
 use std::future::Future;
