@@ -225,10 +225,8 @@ impl WaitList {
         let mut cursor = self.head;
         while let Some(node) = cursor {
             // SAFETY: linked nodes are alive and `&self` means the wait lock is held.
-            if matches!(
-                unsafe { node.as_ref() }.kind,
-                WaiterKind::Write | WaiterKind::Upgrade
-            ) {
+            let kind = unsafe { node.as_ref() }.kind;
+            if matches!(kind, WaiterKind::Write | WaiterKind::Upgrade) {
                 return true;
             }
             // SAFETY: as above; `node` is linked in `self`.

@@ -134,7 +134,7 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// upgrade that can complete at once does, even with a zero `timeout`; one granted
     /// just as the time runs out is kept (`Ok`). Needs no runtime; never call it from
     /// async code (see [`RwLock::blocking_read`]'s deadlock warning): there, use
-    /// [`upgrade_timeout`](Self::upgrade_timeout).
+    /// `upgrade_timeout` (feature `tokio`).
     ///
     /// ```
     /// use std::time::Duration;
@@ -238,17 +238,16 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// ```
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub fn upgrade_timeout(
+    pub async fn upgrade_timeout(
         this: Self,
         timeout: Duration,
-    ) -> impl Future<Output = Result<RwLockWriteGuard<'a, T>, Self>> {
-        async move {
-            let sleep = std::pin::pin!(tokio::time::sleep(timeout));
-            let mut upgrade = std::pin::pin!(Self::upgrade(this));
-            match super::timeout::race_upgrade(upgrade.as_mut(), sleep).await {
-                Some(write) => Ok(write),
-                None => upgrade.stop(),
-            }
+    ) -> Result<RwLockWriteGuard<'a, T>, Self> {
+        // The `Sleep` outlives the stop (see `race_upgrade`).
+        let sleep = std::pin::pin!(tokio::time::sleep(timeout));
+        let mut upgrade = std::pin::pin!(Self::upgrade(this));
+        match super::timeout::race_upgrade(upgrade.as_mut(), sleep).await {
+            Some(write) => Ok(write),
+            None => upgrade.stop(),
         }
     }
 
