@@ -144,6 +144,7 @@
 
 pub mod design;
 mod loom;
+mod observe;
 mod raw;
 mod rwlock;
 

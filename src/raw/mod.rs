@@ -102,6 +102,7 @@ use self::policy::{Policy, StoredPolicy};
 use self::spin::SpinState;
 use self::stats::Counters;
 use crate::loom::{lock, spin_loop, AtomicUsize, Mutex, MutexGuard};
+use crate::observe::LockObserve;
 
 /// Defines `RawRwLock::new`, `const` or not.
 macro_rules! define_new {
@@ -125,6 +126,7 @@ macro_rules! define_new {
                 },
                 spin: SpinState::new(),
                 stats: Counters::new(),
+                observe: LockObserve::new(),
             }
         }
     };
@@ -151,6 +153,10 @@ pub(crate) struct RawRwLock {
     pub(crate) spin: SpinState,
     #[cfg_attr(not(feature = "stats"), allow(dead_code))] // read by `lockevent!` only
     pub(crate) stats: Counters,
+    /// The observers' per-lock state ([`crate::observe`]); zero-sized without their
+    /// features.
+    #[allow(dead_code)] // read by the observers of those features
+    pub(crate) observe: LockObserve,
 }
 
 impl RawRwLock {

@@ -4,6 +4,10 @@
 //! queries, `into_inner` and `get_mut` in `rwlock.rs` (see the module list there for why).
 
 use super::*;
+use std::future::Future;
+
+use crate::observe::{self, Attempt, Site};
+use crate::raw::list::WaiterKind;
 
 // ---------------------------------------------------------------------------------------
 // Construction.
@@ -181,16 +185,25 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*n, other);
     /// # }
     /// ```
-    pub async fn read(&self) -> RwLockReadGuard<'_, T> {
-        if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
-            slow.await;
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn read(&self) -> impl Future<Output = RwLockReadGuard<'_, T>> + '_ {
+        let site = Site::caller();
+        async move {
+            observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
+            if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
+                slow.await;
+            }
+            // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
+            // points to.
+            let guard =
+                unsafe { RwLockReadGuard::new(Token::new(&self.raw, site), self.data_ptr()) };
+            #[cfg(feature = "tokio")]
+            coop::proceed().await;
+            guard
         }
-        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
-        // points to.
-        let guard = unsafe { RwLockReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
     }
 
     /// Locks for writing, waiting until no reader or writer holds the lock.
@@ -208,16 +221,25 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*lock.read().await, 2);
     /// # });
     /// ```
-    pub async fn write(&self) -> RwLockWriteGuard<'_, T> {
-        if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
-            slow.await;
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn write(&self) -> impl Future<Output = RwLockWriteGuard<'_, T>> + '_ {
+        let site = Site::caller();
+        async move {
+            observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
+            if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
+                slow.await;
+            }
+            // SAFETY: the acquire completed: we own the write lock of `self`, whose value
+            // `data_ptr_mut` points to.
+            let guard =
+                unsafe { RwLockWriteGuard::new(Token::new(&self.raw, site), self.data_ptr_mut()) };
+            #[cfg(feature = "tokio")]
+            coop::proceed().await;
+            guard
         }
-        // SAFETY: the acquire completed: we own the write lock of `self`, whose value
-        // `data_ptr_mut` points to.
-        let guard = unsafe { RwLockWriteGuard::new(Token::new(&self.raw), self.data_ptr_mut()) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
     }
 
     /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
@@ -231,8 +253,12 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*r, 1);
     /// assert!(lock.try_write().is_err());
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_read(&self) -> Result<RwLockReadGuard<'_, T>, TryLockError> {
-        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        let token = Token::try_lock(&self.raw, Site::caller()).ok_or(TryLockError(()))?;
         // SAFETY: the token owns a read lock of `self`, whose value `data_ptr` points to.
         Ok(unsafe { RwLockReadGuard::new(token, self.data_ptr()) })
     }
@@ -251,8 +277,12 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_write().is_err());
     /// assert_eq!(*r, 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_write(&self) -> Result<RwLockWriteGuard<'_, T>, TryLockError> {
-        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        let token = Token::try_lock(&self.raw, Site::caller()).ok_or(TryLockError(()))?;
         // SAFETY: the token owns the write lock of `self`, whose value `data_ptr_mut` points to.
         Ok(unsafe { RwLockWriteGuard::new(token, self.data_ptr_mut()) })
     }
@@ -274,17 +304,25 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_write().is_ok()); // the guard was dropped in the task
     /// # }
     /// ```
-    pub async fn read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
-            slow.await;
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn read_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockReadGuard<T>> {
+        let site = Site::caller();
+        async move {
+            observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
+            if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
+                slow.await;
+            }
+            let data = self.data_ptr();
+            // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
+            // points to.
+            let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self, site), data) };
+            #[cfg(feature = "tokio")]
+            coop::proceed().await;
+            guard
         }
-        let data = self.data_ptr();
-        // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
-        // points to.
-        let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self), data) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
     }
 
     /// Locks for writing, as [`write`](Self::write), through an `Arc`. Cancel safe.
@@ -301,17 +339,25 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*lock.read().await, 2);
     /// # }
     /// ```
-    pub async fn write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
-            slow.await;
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn write_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
+        let site = Site::caller();
+        async move {
+            observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
+            if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
+                slow.await;
+            }
+            let data = self.data_ptr_mut();
+            // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
+            // points to.
+            let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self, site), data) };
+            #[cfg(feature = "tokio")]
+            coop::proceed().await;
+            guard
         }
-        let data = self.data_ptr_mut();
-        // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
-        // points to.
-        let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self), data) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
     }
 
     /// Locks for reading through an `Arc` if that needs no waiting, as
@@ -326,8 +372,12 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*r, 1);
     /// assert!(Arc::clone(&lock).try_write_owned().is_err());
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_read_owned(self: Arc<Self>) -> Result<OwnedRwLockReadGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
+        let token = Token::try_lock(self, Site::caller()).ok_or(TryLockError(()))?;
         let data = token.lock().data_ptr();
         // SAFETY: the token owns a read lock of the lock whose value `data` points to.
         Ok(unsafe { OwnedRwLockReadGuard::new(token, data) })
@@ -346,8 +396,12 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(Arc::clone(&lock).try_write_owned().is_err());
     /// assert_eq!(*r, 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_write_owned(self: Arc<Self>) -> Result<OwnedRwLockWriteGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
+        let token = Token::try_lock(self, Site::caller()).ok_or(TryLockError(()))?;
         let data = token.lock().data_ptr_mut();
         // SAFETY: the token owns the write lock of the lock whose value `data` points to.
         Ok(unsafe { OwnedRwLockWriteGuard::new(token, data) })
@@ -379,17 +433,26 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*lock.read().await, [1, 2, 3]);
     /// # });
     /// ```
-    pub async fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
-            slow.await;
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgradable_read(&self) -> impl Future<Output = RwLockUpgradableReadGuard<'_, T>> + '_ {
+        let site = Site::caller();
+        async move {
+            observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
+            if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
+                slow.await;
+            }
+            // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
+            // `data_ptr` points to.
+            let guard = unsafe {
+                RwLockUpgradableReadGuard::new(Token::new(&self.raw, site), self.data_ptr())
+            };
+            #[cfg(feature = "tokio")]
+            coop::proceed().await;
+            guard
         }
-        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
-        // `data_ptr` points to.
-        let guard =
-            unsafe { RwLockUpgradableReadGuard::new(Token::new(&self.raw), self.data_ptr()) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
     }
 
     /// Locks for an upgradable read if that needs no waiting: no writer, no other
@@ -405,8 +468,12 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_write().is_err());
     /// drop(up);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgradable_read(&self) -> Result<RwLockUpgradableReadGuard<'_, T>, TryLockError> {
-        let token = Token::try_lock(&self.raw).ok_or(TryLockError(()))?;
+        let token = Token::try_lock(&self.raw, Site::caller()).ok_or(TryLockError(()))?;
         // SAFETY: the token owns the upgradable read lock of `self`, whose value `data_ptr` points
         // to.
         Ok(unsafe { RwLockUpgradableReadGuard::new(token, self.data_ptr()) })
@@ -432,17 +499,28 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*lock.read().await, 2);
     /// # }
     /// ```
-    pub async fn upgradable_read_owned(self: Arc<Self>) -> OwnedRwLockUpgradableReadGuard<T> {
-        if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
-            slow.await;
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgradable_read_owned(
+        self: Arc<Self>,
+    ) -> impl Future<Output = OwnedRwLockUpgradableReadGuard<T>> {
+        let site = Site::caller();
+        async move {
+            observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
+            if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
+                slow.await;
+            }
+            let data = self.data_ptr();
+            // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
+            // `data` points to.
+            let guard =
+                unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self, site), data) };
+            #[cfg(feature = "tokio")]
+            coop::proceed().await;
+            guard
         }
-        let data = self.data_ptr();
-        // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
-        // `data` points to.
-        let guard = unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self), data) };
-        #[cfg(feature = "tokio")]
-        coop::proceed().await;
-        guard
     }
 
     /// Locks for an upgradable read through an `Arc` if that needs no waiting, as
@@ -457,10 +535,14 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(Arc::clone(&lock).try_upgradable_read_owned().is_err());
     /// drop(up);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgradable_read_owned(
         self: Arc<Self>,
     ) -> Result<OwnedRwLockUpgradableReadGuard<T>, TryLockError> {
-        let token = Token::try_lock(self).ok_or(TryLockError(()))?;
+        let token = Token::try_lock(self, Site::caller()).ok_or(TryLockError(()))?;
         let data = token.lock().data_ptr();
         // SAFETY: the token owns the upgradable read lock of the lock whose value `data` points to.
         Ok(unsafe { OwnedRwLockUpgradableReadGuard::new(token, data) })

@@ -13,10 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
-use super::token::{RawRef, Token, Upgradable, Write};
 use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
-use crate::raw::LockFuture;
 
 /// Wakes a thread parked in [`block_on`].
 struct ThreadWaker(Thread);
@@ -65,8 +63,8 @@ fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::
 }
 
 /// [`block_on_until`] for a pinned future that the caller keeps: on `None` it is left
-/// pending, for the caller to stop or drop.
-fn poll_until<F: Future + ?Sized>(
+/// pending, for the caller to stop or drop (a timed upgrade's).
+pub(super) fn poll_until<F: Future + ?Sized>(
     future: Pin<&mut F>,
     deadline: Option<Instant>,
 ) -> Option<F::Output> {
@@ -130,6 +128,10 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(reader.join().unwrap(), 1);
     /// # }
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_read(&self) -> RwLockReadGuard<'_, T> {
         block_on(self.read())
     }
@@ -159,6 +161,10 @@ impl<T: ?Sized> RwLock<T> {
     /// }
     /// assert_eq!(*lock.blocking_read(), 4);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_write(&self) -> RwLockWriteGuard<'_, T> {
         block_on(self.write())
     }
@@ -175,6 +181,10 @@ impl<T: ?Sized> RwLock<T> {
     /// let len = std::thread::spawn(move || guard.len()).join().unwrap();
     /// assert_eq!(len, 6);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
         block_on(self.read_owned())
     }
@@ -191,6 +201,10 @@ impl<T: ?Sized> RwLock<T> {
     /// std::thread::spawn(move || *guard += 1).join().unwrap();
     /// assert_eq!(*lock.blocking_read(), 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
         block_on(self.write_owned())
     }
@@ -215,6 +229,10 @@ impl<T: ?Sized> RwLock<T> {
     /// .unwrap();
     /// assert_eq!(*lock.blocking_read(), 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn blocking_upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
         block_on(self.upgradable_read())
     }
@@ -239,6 +257,10 @@ impl<T: ?Sized> RwLock<T> {
     /// drop(w); // the waiting thread gets the lock
     /// assert_eq!(reader.join().unwrap(), 1);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_read_for(&self, timeout: Duration) -> Option<RwLockReadGuard<'_, T>> {
         block_on_until(self.read(), deadline_in(timeout))
     }
@@ -257,6 +279,10 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_read_until(deadline).is_none());
     /// # drop(w);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_read_until(&self, deadline: Instant) -> Option<RwLockReadGuard<'_, T>> {
         block_on_until(self.read(), Some(deadline))
     }
@@ -276,6 +302,10 @@ impl<T: ?Sized> RwLock<T> {
     /// *lock.try_write_for(Duration::from_millis(5)).unwrap() += 1;
     /// assert_eq!(*lock.try_read().unwrap(), 2);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_write_for(&self, timeout: Duration) -> Option<RwLockWriteGuard<'_, T>> {
         block_on_until(self.write(), deadline_in(timeout))
     }
@@ -293,6 +323,10 @@ impl<T: ?Sized> RwLock<T> {
     /// drop(r);
     /// assert!(lock.try_write_until(Instant::now() + Duration::from_millis(5)).is_some());
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_write_until(&self, deadline: Instant) -> Option<RwLockWriteGuard<'_, T>> {
         block_on_until(self.write(), Some(deadline))
     }
@@ -312,6 +346,10 @@ impl<T: ?Sized> RwLock<T> {
     /// drop(up);
     /// assert!(lock.try_upgradable_read_for(Duration::from_millis(5)).is_some());
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgradable_read_for(
         &self,
         timeout: Duration,
@@ -331,35 +369,14 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(lock.try_upgradable_read_until(Instant::now()).is_none());
     /// # drop(up);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgradable_read_until(
         &self,
         deadline: Instant,
     ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
         block_on_until(self.upgradable_read(), Some(deadline))
-    }
-}
-
-impl<L: RawRef> Token<L, Upgradable> {
-    /// Upgrades to the write lock, blocking the thread until `deadline` at most (`None`:
-    /// no deadline): the token of the write lock, or, when the time ran out, that of the
-    /// upgradable read lock, which was held throughout (the upgrade is stopped, not
-    /// cancelled: [`LockFuture::stop_upgrade`]). Polled once more at the deadline, so an
-    /// upgrade granted in time is kept. The timed upgrades of both upgradable guards.
-    pub(super) fn upgrade_until(self, deadline: Option<Instant>) -> Result<Token<L, Write>, Self> {
-        let lock = self.into_lock();
-        let upgraded = {
-            // SAFETY: the token's upgradable read lock goes to the acquire future, which
-            // releases it if an unwind drops it (declared after `lock`, it goes first).
-            let mut acquire = pin!(unsafe { LockFuture::upgrade(lock.raw()) });
-            poll_until(acquire.as_mut(), deadline).is_some() || acquire.as_mut().stop_upgrade()
-        };
-        if upgraded {
-            // SAFETY: the upgrade completed (or was granted as it was stopped): we own the
-            // write lock of `lock`.
-            Ok(unsafe { Token::new(lock) })
-        } else {
-            // SAFETY: stopped: we own the upgradable read lock of `lock` again.
-            Err(unsafe { Token::new(lock) })
-        }
     }
 }

@@ -1,22 +1,20 @@
 //! Acquires with a time limit (feature `tokio`): the acquire future under
 //! `tokio::time::timeout`. The acquire is cancel safe, so an expired one holds nothing and
 //! leaves nothing queued. The upgrades with a time limit (`upgrade_timeout`, beside the
-//! upgradable guards) race the upgrade against a `tokio::time::Sleep` here, and stop the
-//! upgrade instead of dropping it when the time runs out, so that the upgradable guard
-//! comes back.
+//! upgradable guards) race the upgrade against a `tokio::time::Sleep` here
+//! ([`race_upgrade`]), and stop the upgrade instead of dropping it when the time runs
+//! out, so that the upgradable guard comes back.
 
 use std::error::Error;
 use std::fmt;
 use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
-use super::token::{RawRef, Token, Upgradable, Write};
 use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
-use crate::raw::LockFuture;
 
 /// The error of [`RwLock::read_timeout`], [`RwLock::write_timeout`] and
 /// [`RwLock::upgradable_read_timeout`]: the time ran out before the lock was taken. Nothing is held and nothing is left queued.
@@ -57,10 +55,21 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn read_timeout(&self, timeout: Duration) -> Result<RwLockReadGuard<'_, T>, Elapsed> {
-        tokio::time::timeout(timeout, self.read())
-            .await
-            .map_err(|_| Elapsed(()))
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn read_timeout(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<RwLockReadGuard<'_, T>, Elapsed>> + '_ {
+        // Made here, so that the acquire's site is the caller's.
+        let acquire = self.read();
+        async move {
+            tokio::time::timeout(timeout, acquire)
+                .await
+                .map_err(|_| Elapsed(()))
+        }
     }
 
     /// Locks for writing as [`write`](Self::write) does, giving up after `timeout`
@@ -84,13 +93,21 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn write_timeout(
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn write_timeout(
         &self,
         timeout: Duration,
-    ) -> Result<RwLockWriteGuard<'_, T>, Elapsed> {
-        tokio::time::timeout(timeout, self.write())
-            .await
-            .map_err(|_| Elapsed(()))
+    ) -> impl Future<Output = Result<RwLockWriteGuard<'_, T>, Elapsed>> + '_ {
+        // Made here, so that the acquire's site is the caller's.
+        let acquire = self.write();
+        async move {
+            tokio::time::timeout(timeout, acquire)
+                .await
+                .map_err(|_| Elapsed(()))
+        }
     }
 
     /// Locks for an upgradable read as [`upgradable_read`](Self::upgradable_read) does,
@@ -112,13 +129,21 @@ impl<T: ?Sized> RwLock<T> {
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn upgradable_read_timeout(
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgradable_read_timeout(
         &self,
         timeout: Duration,
-    ) -> Result<RwLockUpgradableReadGuard<'_, T>, Elapsed> {
-        tokio::time::timeout(timeout, self.upgradable_read())
-            .await
-            .map_err(|_| Elapsed(()))
+    ) -> impl Future<Output = Result<RwLockUpgradableReadGuard<'_, T>, Elapsed>> + '_ {
+        // Made here, so that the acquire's site is the caller's.
+        let acquire = self.upgradable_read();
+        async move {
+            tokio::time::timeout(timeout, acquire)
+                .await
+                .map_err(|_| Elapsed(()))
+        }
     }
 }
 
@@ -139,29 +164,4 @@ pub(super) async fn race_upgrade<F: Future + ?Sized>(
         sleep.as_mut().poll(cx).map(|()| None)
     })
     .await
-}
-
-impl<L: RawRef> Token<L, Upgradable> {
-    /// Upgrades to the write lock, giving up after `timeout`: the token of the write lock,
-    /// or, when the time ran out, that of the upgradable read lock, held throughout (the
-    /// upgrade is stopped, not cancelled: [`LockFuture::stop_upgrade`]). Dropped before
-    /// it resolves, the future releases the lock altogether, as an upgrade's does.
-    pub(super) async fn upgrade_timeout(self, timeout: Duration) -> Result<Token<L, Write>, Self> {
-        let lock = self.into_lock();
-        let upgraded = {
-            let sleep = pin!(tokio::time::sleep(timeout));
-            // SAFETY: the token's upgradable read lock goes to the acquire future, which
-            // releases it if dropped unfinished (declared after `lock`, it goes first).
-            let mut acquire = pin!(unsafe { LockFuture::upgrade(lock.raw()) });
-            race_upgrade(acquire.as_mut(), sleep).await.is_some() || acquire.as_mut().stop_upgrade()
-        };
-        if upgraded {
-            // SAFETY: the upgrade completed (or was granted as it was stopped): we own the
-            // write lock of `lock`.
-            Ok(unsafe { Token::new(lock) })
-        } else {
-            // SAFETY: stopped: we own the upgradable read lock of `lock` again.
-            Err(unsafe { Token::new(lock) })
-        }
-    }
 }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::RwLock;
+use crate::observe::{self, Attempt, Held, InFlight, Site};
 use crate::raw::list::WaiterKind;
 use crate::raw::{LockFuture, RawRwLock};
 
@@ -172,6 +173,9 @@ impl Mode for Upgradable {
 /// when dropped. See the module documentation for its invariant.
 pub(crate) struct Token<L: RawRef, M: Mode> {
     lock: L,
+    /// What the observers ([`observe`]) know of this hold; zero-sized without their
+    /// features. Taken only by the token's `Drop` and [`into_parts`](Self::into_parts).
+    held: ManuallyDrop<Held>,
     mode: PhantomData<M>,
 }
 
@@ -182,28 +186,46 @@ pub(crate) type BorrowedToken<'a, M> = Token<&'a RawRwLock, M>;
 pub(crate) type OwnedToken<T, M> = Token<Arc<RwLock<T>>, M>;
 
 impl<L: RawRef, M: Mode> Token<L, M> {
-    /// The token of a lock the caller has just taken: its [`lock`]
+    /// The token of a lock the caller has just taken from `site`: its [`lock`]
     /// future completed. (The `async fn` that makes a guard awaits the acquire itself: an
     /// `async fn` of the token's would nest one future in the other, and make every
-    /// acquire future larger.)
+    /// acquire future larger.) Tells the observers ([`observe::acquired`], then
+    /// [`observe::entered`] once the token exists, so that a panic there releases it).
     ///
     /// # Safety
     ///
     /// The caller owns a lock of `lock.raw()` in mode `M`, and hands it to the token.
     #[inline]
-    pub(crate) unsafe fn new(lock: L) -> Self {
+    pub(crate) unsafe fn new(lock: L, site: Site) -> Self {
+        let held = observe::acquired(lock.raw(), M::KIND, site);
+        // SAFETY: forwarded from the caller.
+        let token = unsafe { Self::from_parts(lock, held) };
+        observe::entered(token.lock.raw(), M::KIND, &token.held);
+        token
+    }
+
+    /// The token of a lock owned in mode `M`, with what the observers know of it.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a lock of `lock.raw()` in mode `M`, and hands it to the token.
+    #[inline]
+    unsafe fn from_parts(lock: L, held: Held) -> Self {
         Self {
             lock,
+            held: ManuallyDrop::new(held),
             mode: PhantomData,
         }
     }
 
-    /// Takes the lock in mode `M` if that needs no waiting. On failure `lock` is dropped.
+    /// Takes the lock in mode `M` if that needs no waiting, for a `try_` acquire from
+    /// `site`. On failure `lock` is dropped.
     #[inline]
-    pub(crate) fn try_lock(lock: L) -> Option<Self> {
+    pub(crate) fn try_lock(lock: L, site: Site) -> Option<Self> {
+        observe::acquiring(lock.raw(), M::KIND, site, Attempt::Try);
         if M::try_lock(lock.raw()) {
             // SAFETY: we own the lock in mode `M` now.
-            Some(unsafe { Self::new(lock) })
+            Some(unsafe { Self::new(lock, site) })
         } else {
             None
         }
@@ -216,13 +238,15 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     }
 
     /// The one place a lock reference leaves a token without a release: the caller passes
-    /// the lock on (to a token of another mode, or to an upgrade). Dropping the result
-    /// without doing so would leak the lock, never free it twice.
+    /// the lock on (to a token of another mode, or to an upgrade), with what the observers
+    /// know of the hold. Dropping the result without doing so would leak the lock, never
+    /// free it twice.
     #[inline]
-    pub(crate) fn into_lock(self) -> L {
-        let this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, so `lock` is moved out exactly once.
-        unsafe { ptr::read(&this.lock) }
+    fn into_parts(self) -> (L, Held) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so `lock` and `held` are moved out exactly
+        // once, and `held` is not used again.
+        unsafe { (ptr::read(&this.lock), ManuallyDrop::take(&mut this.held)) }
     }
 
     /// Releases the lock fairly ([`RawRwLock::unlock_fair`]): the head of the queue, if
@@ -230,21 +254,26 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     /// after the release, as by the token's `Drop`.
     #[inline]
     pub(crate) fn unlock_fair(self) {
-        let lock = self.into_lock();
+        let (lock, held) = self.into_parts();
         // SAFETY: the token owned the lock in mode `M` (a lock of kind `M::KIND`); it is
         // consumed without its `Drop`, so this is the one release.
         unsafe { lock.raw().unlock_fair(M::KIND) }
+        observe::released(lock.raw(), M::KIND, held);
     }
 
-    /// The token of the same lock in mode `N`.
+    /// The token of the same lock in mode `N`, carrying the same hold; tells the
+    /// observers of the change ([`observe::changed`]).
     ///
     /// # Safety
     ///
     /// The caller has just turned the lock from mode `M` into mode `N`.
     #[inline]
     unsafe fn into_mode<N: Mode>(self) -> Token<L, N> {
+        let (lock, held) = self.into_parts();
         // SAFETY: the lock is owned in mode `N` (the caller's promise), handed over.
-        unsafe { Token::new(self.into_lock()) }
+        let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
+        observe::changed(token.lock.raw(), M::KIND, N::KIND, &mut token.held);
+        token
     }
 }
 
@@ -254,6 +283,9 @@ impl<L: RawRef, M: Mode> Drop for Token<L, M> {
         // SAFETY: a token exists only while its lock is owned in mode `M`; the `lock`
         // field (an `Arc`, perhaps) is dropped only after this.
         unsafe { M::release(self.lock.raw()) }
+        // SAFETY: `held` is taken once, here, and the token is gone after this.
+        let held = unsafe { ManuallyDrop::take(&mut self.held) };
+        observe::released(self.lock.raw(), M::KIND, held);
     }
 }
 
@@ -271,13 +303,16 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     /// whether [`RawRwLock::wake_after_downgrade`] is due.
     #[inline]
     unsafe fn change_mode<N: Mode>(self, change: unsafe fn(&RawRwLock) -> bool) -> Token<L, N> {
-        let lock = self.into_lock();
+        let (lock, held) = self.into_parts();
         // SAFETY: the lock is owned in mode `M` (the consumed token's), by the caller's
         // promise `change` turns it into mode `N`. Nothing between here and the new
         // token can unwind: a release in neither mode is never run.
         let wake = unsafe { change(lock.raw()) };
         // SAFETY: the lock is owned in mode `N` now, handed to the new token.
-        let token = unsafe { Token::<L, N>::new(lock) };
+        let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
+        // Foreign code may run in the observers and in the wake-up: a panic in either
+        // drops the new token, whose release wakes whoever the lock now admits.
+        observe::changed(token.lock.raw(), M::KIND, N::KIND, &mut token.held);
         if wake {
             token.lock.raw().wake_after_downgrade();
         }
@@ -313,9 +348,10 @@ impl<L: RawRef> Token<L, Upgradable> {
     }
 
     /// Trades the upgradable read lock for the write lock if no other reader holds the
-    /// lock; otherwise gives the token back.
+    /// lock; otherwise gives the token back. `site`: the caller's.
     #[inline]
-    pub(crate) fn try_upgrade(self) -> Result<Token<L, Write>, Self> {
+    pub(crate) fn try_upgrade(self, site: Site) -> Result<Token<L, Write>, Self> {
+        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Try);
         // SAFETY: we own the upgradable read lock.
         if unsafe { self.lock.raw().try_upgrade() } {
             // SAFETY: the upgrade succeeded: we own the write lock instead.
@@ -331,39 +367,55 @@ impl<L: RawRef> Token<L, Upgradable> {
 // the future itself holds.
 
 impl<'a> BorrowedToken<'a, Upgradable> {
-    /// Gives the upgradable read lock to an upgrade future, which trades it for the write
-    /// lock, or releases it if dropped unfinished.
+    /// Gives the upgradable read lock to an upgrade future (from `site`), which trades it
+    /// for the write lock, or releases it if dropped unfinished.
     #[inline]
-    pub(crate) fn upgrade(self) -> Upgrading<'a> {
-        let lock = self.into_lock();
+    pub(crate) fn upgrade(self, site: Site) -> Upgrading<'a> {
+        // While the token exists: a panic in the observer releases the lock.
+        observe::acquiring(self.lock, WaiterKind::Write, site, Attempt::Upgrade);
+        let (lock, held) = self.into_parts();
         Upgrading {
             lock,
             // SAFETY: the token's upgradable read lock goes to the acquire future.
             acquire: unsafe { LockFuture::upgrade(lock) },
+            held: InFlight::new(lock, WaiterKind::UpgradableRead, held),
         }
     }
 }
 
 impl<T: ?Sized> OwnedToken<T, Upgradable> {
-    /// The owned form of [`upgrade`](BorrowedToken::upgrade): resolves to the token of the
-    /// write lock. Until its first poll the future holds the token, whose drop releases
-    /// the lock; from then on the acquire future owns the lock, and releases it if dropped
-    /// unfinished (before the `Arc`, declared first, is dropped).
-    pub(crate) async fn upgrade(self) -> OwnedToken<T, Write> {
-        let lock = self.into_lock();
+    /// The owned form of [`upgrade`](BorrowedToken::upgrade) (from `site`): resolves to
+    /// the token of the write lock. Until its first poll the future holds the token, whose
+    /// drop releases the lock; from then on the acquire future owns the lock, and releases
+    /// it if dropped unfinished (before `held` tells the observers, and before the `Arc`,
+    /// declared first, is dropped).
+    pub(crate) async fn upgrade(self, site: Site) -> OwnedToken<T, Write> {
+        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        let (lock, held) = self.into_parts();
+        let held = InFlight::new(&lock.raw, WaiterKind::UpgradableRead, held);
         // SAFETY: the token's upgradable read lock goes to the acquire future.
         unsafe { LockFuture::upgrade(&lock.raw) }.await;
+        let held = held.into_inner();
         // SAFETY: the upgrade completed: we own the write lock.
-        unsafe { Token::new(lock) }
+        let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
+        observe::changed(
+            token.lock.raw(),
+            WaiterKind::UpgradableRead,
+            WaiterKind::Write,
+            &mut token.held,
+        );
+        token
     }
 }
 
 /// A borrowed upgrade in flight: owns the upgradable read lock (inside `acquire`) until it
-/// resolves to the token of the write lock. Dropped unfinished, it releases the lock.
+/// resolves to the token of the write lock. Dropped unfinished, it releases the lock, then
+/// tells the observers (`held`, declared after `acquire`, is dropped after it).
 pub(crate) struct Upgrading<'a> {
     lock: &'a RawRwLock,
     /// Structurally pinned.
     acquire: LockFuture<'a>,
+    held: InFlight<'a>,
 }
 
 impl<'a> Future for Upgrading<'a> {
@@ -372,20 +424,35 @@ impl<'a> Future for Upgrading<'a> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: `acquire` is structurally pinned: it is never moved out of, and is only
-        // reached through this projection; `lock` is plain data.
+        // reached through this projection; `lock` and `held` are not pinned.
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above.
         let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
+        if acquire.poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let held = this.held.take();
         // SAFETY: the upgrade completed: we own the write lock.
-        acquire.poll(cx).map(|()| unsafe { Token::new(this.lock) })
+        let mut token = unsafe { Token::<_, Write>::from_parts(this.lock, held) };
+        observe::changed(
+            this.lock,
+            WaiterKind::UpgradableRead,
+            WaiterKind::Write,
+            &mut token.held,
+        );
+        Poll::Ready(token)
     }
 }
 
+// The timed upgrades: an upgrade that, when its time runs out, is stopped instead of
+// dropped, and gives back the token of the upgradable read lock
+// ([`LockFuture::stop_upgrade`]; the waiting itself is in `blocking` and `timeout`).
+
 #[cfg(any(feature = "tokio", all(test, async_rwsem_loom)))]
 impl<'a> Upgrading<'a> {
-    /// Stops the upgrade (its time ran out) but keeps the upgradable read lock
-    /// ([`LockFuture::stop_upgrade`]): the token of the write lock if it was granted
-    /// first, else that of the upgradable read lock. The future is done afterwards.
+    /// Stops the upgrade (its time ran out) but keeps the upgradable read lock: the token
+    /// of the write lock if it was granted first, else that of the upgradable read lock.
+    /// The future is done afterwards.
     pub(crate) fn stop(
         self: Pin<&mut Self>,
     ) -> Result<BorrowedToken<'a, Write>, BorrowedToken<'a, Upgradable>> {
@@ -393,12 +460,93 @@ impl<'a> Upgrading<'a> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above.
         let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
-        if acquire.stop_upgrade() {
-            // SAFETY: the upgrade was granted: we own the write lock.
-            Ok(unsafe { Token::new(this.lock) })
+        let upgraded = acquire.stop_upgrade();
+        let held = this.held.take();
+        // SAFETY: the stop says which lock we own.
+        unsafe { Token::after_timed_upgrade(this.lock, held, upgraded) }
+    }
+}
+
+impl<L: RawRef> Token<L, Upgradable> {
+    /// Upgrades to the write lock (from `site`), blocking the thread until `deadline` at
+    /// most (`None`: no deadline): the token of the write lock, or, when the time ran
+    /// out, that of the upgradable read lock, held throughout. Polled once more at the
+    /// deadline, so an upgrade granted in time is kept. For both upgradable guards'
+    /// `try_upgrade_for` and `try_upgrade_until`.
+    pub(crate) fn upgrade_until(
+        self,
+        site: Site,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Token<L, Write>, Self> {
+        // While the token exists: a panic in the observer releases the lock.
+        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        let (lock, held) = self.into_parts();
+        let (upgraded, held) = {
+            // Declared before the acquire future: an unwind drops that first (it releases
+            // the lock), then this, which tells the observers.
+            let held = InFlight::new(lock.raw(), WaiterKind::UpgradableRead, held);
+            // SAFETY: the token's upgradable read lock goes to the acquire future.
+            let mut acquire = std::pin::pin!(unsafe { LockFuture::upgrade(lock.raw()) });
+            let upgraded = super::blocking::poll_until(acquire.as_mut(), deadline).is_some()
+                || acquire.as_mut().stop_upgrade();
+            (upgraded, held.into_inner())
+        };
+        // SAFETY: the upgrade (or the stop) says which lock we own.
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+    }
+
+    /// As [`upgrade_until`](Self::upgrade_until), awaiting the upgrade for `timeout` at
+    /// most (feature `tokio`), for both upgradable guards' `upgrade_timeout`. Dropped
+    /// before it resolves, the future releases the lock altogether, as an upgrade's does.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn upgrade_timeout(
+        self,
+        site: Site,
+        timeout: std::time::Duration,
+    ) -> Result<Token<L, Write>, Self> {
+        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        let (lock, held) = self.into_parts();
+        let (upgraded, held) = {
+            let held = InFlight::new(lock.raw(), WaiterKind::UpgradableRead, held);
+            // The `Sleep` outlives the stop (see `race_upgrade`).
+            let sleep = std::pin::pin!(tokio::time::sleep(timeout));
+            // SAFETY: the token's upgradable read lock goes to the acquire future.
+            let mut acquire = std::pin::pin!(unsafe { LockFuture::upgrade(lock.raw()) });
+            let upgraded = super::timeout::race_upgrade(acquire.as_mut(), sleep)
+                .await
+                .is_some()
+                || acquire.as_mut().stop_upgrade();
+            (upgraded, held.into_inner())
+        };
+        // SAFETY: the upgrade (or the stop) says which lock we own.
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+    }
+
+    /// The end of a timed upgrade: the token of the write lock (the observers told of the
+    /// change) if `upgraded`, else that of the upgradable read lock, with `held`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock of `lock` if `upgraded`, else its upgradable read
+    /// lock; `held` is what the observers know of that hold.
+    unsafe fn after_timed_upgrade(
+        lock: L,
+        held: Held,
+        upgraded: bool,
+    ) -> Result<Token<L, Write>, Self> {
+        if upgraded {
+            // SAFETY: the caller's promise: we own the write lock.
+            let mut token = unsafe { Token::<L, Write>::from_parts(lock, held) };
+            observe::changed(
+                token.lock.raw(),
+                WaiterKind::UpgradableRead,
+                WaiterKind::Write,
+                &mut token.held,
+            );
+            Ok(token)
         } else {
-            // SAFETY: stopped: we own the upgradable read lock again.
-            Err(unsafe { Token::new(this.lock) })
+            // SAFETY: the caller's promise: we own the upgradable read lock.
+            Err(unsafe { Self::from_parts(lock, held) })
         }
     }
 }

@@ -28,6 +28,7 @@ use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 use super::token::{BorrowedToken, OwnedToken, Upgradable, Upgrading};
 use super::RwLock;
+use crate::observe::Site;
 
 /// Shared access to the value of a [`RwLock`] that can be upgraded to exclusive access
 /// without letting a writer in between; released when dropped.
@@ -94,9 +95,13 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// assert_eq!(*lock.read().await, 1);
     /// # }
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn upgrade(this: Self) -> Upgrade<'a, T> {
         Upgrade {
-            upgrading: this.token.upgrade(),
+            upgrading: this.token.upgrade(Site::caller()),
             data: this.data,
             marker: PhantomData,
         }
@@ -116,8 +121,12 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// let mut w = RwLockUpgradableReadGuard::try_upgrade(up).unwrap();
     /// *w = 1;
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade(this: Self) -> Result<RwLockWriteGuard<'a, T>, Self> {
-        match this.token.try_upgrade() {
+        match this.token.try_upgrade(Site::caller()) {
             // SAFETY: the whole value, under the write lock the upgradable read lock
             // became.
             Ok(token) => Ok(unsafe { RwLockWriteGuard::new(token, this.data) }),
@@ -150,8 +159,12 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// let mut w = RwLockUpgradableReadGuard::try_upgrade_for(up, Duration::from_millis(5)).unwrap();
     /// *w = 1;
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade_for(this: Self, timeout: Duration) -> Result<RwLockWriteGuard<'a, T>, Self> {
-        Self::upgrade_until(this, super::blocking::deadline_in(timeout))
+        Self::upgrade_until(this, Site::caller(), super::blocking::deadline_in(timeout))
     }
 
     /// [`try_upgrade_for`](Self::try_upgrade_for) with a deadline instead of a timeout
@@ -175,19 +188,24 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// # drop(w);
     /// reader.join().unwrap();
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade_until(
         this: Self,
         deadline: Instant,
     ) -> Result<RwLockWriteGuard<'a, T>, Self> {
-        Self::upgrade_until(this, Some(deadline))
+        Self::upgrade_until(this, Site::caller(), Some(deadline))
     }
 
     fn upgrade_until(
         this: Self,
+        site: Site,
         deadline: Option<Instant>,
     ) -> Result<RwLockWriteGuard<'a, T>, Self> {
         let data = this.data;
-        match this.token.upgrade_until(deadline) {
+        match this.token.upgrade_until(site, deadline) {
             // SAFETY: the whole value, under the write lock the upgradable read lock
             // became.
             Ok(token) => Ok(unsafe { RwLockWriteGuard::new(token, data) }),
@@ -238,16 +256,24 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// ```
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn upgrade_timeout(
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgrade_timeout(
         this: Self,
         timeout: Duration,
-    ) -> Result<RwLockWriteGuard<'a, T>, Self> {
-        // The `Sleep` outlives the stop (see `race_upgrade`).
-        let sleep = std::pin::pin!(tokio::time::sleep(timeout));
-        let mut upgrade = std::pin::pin!(Self::upgrade(this));
-        match super::timeout::race_upgrade(upgrade.as_mut(), sleep).await {
-            Some(write) => Ok(write),
-            None => upgrade.stop(),
+    ) -> impl Future<Output = Result<RwLockWriteGuard<'a, T>, Self>> {
+        // Made here, so that the upgrade's site is the caller's.
+        let upgrade = Self::upgrade(this);
+        async move {
+            // The `Sleep` outlives the stop (see `race_upgrade`).
+            let sleep = std::pin::pin!(tokio::time::sleep(timeout));
+            let mut upgrade = std::pin::pin!(upgrade);
+            match super::timeout::race_upgrade(upgrade.as_mut(), sleep).await {
+                Some(write) => Ok(write),
+                None => upgrade.stop(),
+            }
         }
     }
 
@@ -439,15 +465,22 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// assert_eq!(*lock.read().await, "x");
     /// # });
     /// ```
-    pub async fn upgrade(this: Self) -> OwnedRwLockWriteGuard<T> {
-        // Until the first poll the future holds the guard, whose token releases the lock
-        // if dropped; from there the token's upgrade owns it. (No `NonNull` is held
-        // across the `.await`: the future must be `Send`.)
-        let Self { token, .. } = this;
-        let token = token.upgrade().await;
-        let data = token.lock().data_ptr_mut();
-        // SAFETY: the whole value of the lock whose write lock the token owns.
-        unsafe { OwnedRwLockWriteGuard::new(token, data) }
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgrade(this: Self) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
+        let site = Site::caller();
+        async move {
+            // Until the first poll the future holds the guard, whose token releases the
+            // lock if dropped; from there the token's upgrade owns it. (No `NonNull` is
+            // held across the `.await`: the future must be `Send`.)
+            let Self { token, .. } = this;
+            let token = token.upgrade(site).await;
+            let data = token.lock().data_ptr_mut();
+            // SAFETY: the whole value of the lock whose write lock the token owns.
+            unsafe { OwnedRwLockWriteGuard::new(token, data) }
+        }
     }
 
     /// Upgrades to the write lock if no other reader holds the lock; otherwise gives the
@@ -462,8 +495,12 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// let mut w = OwnedRwLockUpgradableReadGuard::try_upgrade(up).unwrap();
     /// *w = 1;
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade(this: Self) -> Result<OwnedRwLockWriteGuard<T>, Self> {
-        match this.token.try_upgrade() {
+        match this.token.try_upgrade(Site::caller()) {
             // SAFETY: the whole value, under the write lock the upgradable read lock
             // became.
             Ok(token) => Ok(unsafe { OwnedRwLockWriteGuard::new(token, this.data) }),
@@ -489,11 +526,15 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// *OwnedRwLockUpgradableReadGuard::try_upgrade_for(up, Duration::ZERO).unwrap() = 1;
     /// assert_eq!(*lock.try_read().unwrap(), 1);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade_for(
         this: Self,
         timeout: Duration,
     ) -> Result<OwnedRwLockWriteGuard<T>, Self> {
-        Self::upgrade_until(this, super::blocking::deadline_in(timeout))
+        Self::upgrade_until(this, Site::caller(), super::blocking::deadline_in(timeout))
     }
 
     /// [`try_upgrade_for`](Self::try_upgrade_for) with a deadline instead of a timeout,
@@ -510,19 +551,24 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// assert!(lock.try_read().is_err()); // alone: upgraded at once
     /// # drop(w);
     /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn try_upgrade_until(
         this: Self,
         deadline: Instant,
     ) -> Result<OwnedRwLockWriteGuard<T>, Self> {
-        Self::upgrade_until(this, Some(deadline))
+        Self::upgrade_until(this, Site::caller(), Some(deadline))
     }
 
     fn upgrade_until(
         this: Self,
+        site: Site,
         deadline: Option<Instant>,
     ) -> Result<OwnedRwLockWriteGuard<T>, Self> {
         let data = this.data;
-        match this.token.upgrade_until(deadline) {
+        match this.token.upgrade_until(site, deadline) {
             // SAFETY: the whole value, under the write lock the upgradable read lock
             // became.
             Ok(token) => Ok(unsafe { OwnedRwLockWriteGuard::new(token, data) }),
@@ -558,15 +604,20 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// ```
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
     pub fn upgrade_timeout(
         this: Self,
         timeout: Duration,
     ) -> impl Future<Output = Result<OwnedRwLockWriteGuard<T>, Self>> {
+        let site = Site::caller();
         // No `NonNull` is held across the `.await` (the future must be `Send`): the data
         // pointer comes back from the lock.
         let Self { token, .. } = this;
         async move {
-            match token.upgrade_timeout(timeout).await {
+            match token.upgrade_timeout(site, timeout).await {
                 Ok(token) => {
                     let data = token.lock().data_ptr_mut();
                     // SAFETY: the whole value of the lock whose write lock the token owns.

@@ -1,0 +1,195 @@
+//! The hook layer: the points where the typed lock tells its observers (the features
+//! `lock_stat`, `lockdep` and `tracing`) that a lock is being acquired, is owned, changes
+//! mode or is released. With every one of those features off, each type here is
+//! zero-sized and each function an empty `#[inline]` one: not one instruction is added to
+//! any path.
+//!
+//! # The calls, and what may run in them
+//!
+//! - [`acquiring`]: at the start of every acquire, before the lock is touched (the async
+//!   acquires at their first poll, the blocking and `try_` ones when called, a waiting
+//!   upgrade when it is made). Nothing is held or half-updated for this acquire, so it may
+//!   run foreign code (a `tracing` subscriber) and may panic (lockdep's report).
+//! - [`acquired`]: once the lock is owned, to make the [`Held`] its token carries. **It
+//!   runs no foreign code and never panics**: it runs before the token exists, and a
+//!   panic there would leave the lock owned by nobody, never released.
+//! - [`entered`]: right after, once the token exists: foreign code may run here, since a
+//!   panic drops the token, which releases the lock (and calls [`released`]).
+//! - [`changed`]: after a mode change (a downgrade, an upgrade), once the token of the new
+//!   mode exists: update the [`Held`] first, then run any foreign code.
+//! - [`released`]: after the raw release (the lock may already be someone else's); the
+//!   token's lock reference (an owned guard's `Arc`) is still alive. Foreign code may run.
+//!
+//! `kind` is the mode the lock is acquired or held in ([`WaiterKind`]).
+
+// Each feature adds its own field to `LockObserve` and `Held` and its own code to the
+// functions below, and reads the parameters it needs: each combination of features leaves
+// some of them unread.
+#![allow(unused_variables)]
+
+use crate::raw::list::WaiterKind;
+use crate::raw::RawRwLock;
+
+/// Where the user called the acquire method: the caller of a public acquire method,
+/// which is `#[track_caller]` when one of the features that report it (`lock_stat`,
+/// `lockdep`, `tracing`) is on. Zero-sized otherwise.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Site {
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    location: &'static std::panic::Location<'static>,
+}
+
+impl Site {
+    /// The caller's site: the location of the call to the first function up the stack
+    /// that is not `#[track_caller]`.
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    #[inline]
+    pub(crate) fn caller() -> Self {
+        Self {
+            #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+            location: std::panic::Location::caller(),
+        }
+    }
+
+    /// The source location of the call.
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[allow(dead_code)] // until a feature's observer reads it
+    #[inline]
+    pub(crate) fn location(self) -> &'static std::panic::Location<'static> {
+        self.location
+    }
+}
+
+/// What kind of acquire [`acquiring`] announces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // the variants each feature reads
+pub(crate) enum Attempt {
+    /// An acquire that can wait: the async, blocking and timed ones.
+    Wait,
+    /// A `try_` acquire or `try_upgrade`: it never waits, so it cannot deadlock.
+    Try,
+    /// An upgrade that can wait, by a holder of the lock's upgradable read lock (`kind`
+    /// is [`WaiterKind::Write`]).
+    Upgrade,
+}
+
+/// Per-lock state of the observers: the `observe` field of [`RawRwLock`].
+#[derive(Debug, Default)]
+pub(crate) struct LockObserve {}
+
+impl LockObserve {
+    /// The state of a new lock.
+    #[inline]
+    pub(crate) const fn new() -> Self {
+        Self {}
+    }
+}
+
+/// Per-hold state of the observers: carried by every lock token, from [`acquired`] to
+/// [`released`], across mode changes.
+#[derive(Debug)]
+pub(crate) struct Held {}
+
+/// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
+#[inline]
+pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {}
+
+/// The lock of `raw` is now owned in mode `kind`, taken from `site`: the state its token
+/// carries. Runs no foreign code (see the module documentation).
+#[inline]
+pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
+    Held {}
+}
+
+/// The token of the lock just [`acquired`] exists: foreign code may run.
+#[inline]
+pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {}
+
+/// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
+#[inline]
+pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {}
+
+/// The lock of `raw` held in mode `kind` as `held` has been released.
+#[inline]
+pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {}
+
+/// The [`Held`] of a lock handed to a future that may be dropped unfinished (an upgrade in
+/// flight): if it is dropped still holding it, it tells the observers that the lock was
+/// released in mode `kind` (the future released it first: declare this after it).
+/// Zero-sized, with no `Drop`, without the observers' features.
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+#[derive(Debug)]
+pub(crate) struct InFlight<'a> {
+    raw: &'a RawRwLock,
+    kind: WaiterKind,
+    held: Option<Held>,
+}
+
+/// See the observers' form.
+#[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+#[derive(Debug)]
+pub(crate) struct InFlight<'a>(std::marker::PhantomData<&'a RawRwLock>);
+
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+impl<'a> InFlight<'a> {
+    /// `held`, the hold of a lock of `raw` in mode `kind`, in flight.
+    #[inline]
+    pub(crate) fn new(raw: &'a RawRwLock, kind: WaiterKind, held: Held) -> Self {
+        Self {
+            raw,
+            kind,
+            held: Some(held),
+        }
+    }
+
+    /// The hold back, for the token of the lock's next mode: the future completed.
+    ///
+    /// # Panics
+    ///
+    /// If taken twice (a future polled after it completed).
+    #[inline]
+    pub(crate) fn take(&mut self) -> Held {
+        self.held
+            .take()
+            .expect("an upgrade polled after it completed")
+    }
+
+    /// [`take`](Self::take), by value.
+    #[inline]
+    pub(crate) fn into_inner(mut self) -> Held {
+        self.take()
+    }
+}
+
+#[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+impl<'a> InFlight<'a> {
+    /// `held`, the hold of a lock of `raw` in mode `kind`, in flight.
+    #[inline]
+    pub(crate) fn new(raw: &'a RawRwLock, kind: WaiterKind, held: Held) -> Self {
+        Self(std::marker::PhantomData)
+    }
+
+    /// The hold back, for the token of the lock's next mode: the future completed.
+    #[inline]
+    pub(crate) fn take(&mut self) -> Held {
+        Held {}
+    }
+
+    /// [`take`](Self::take), by value.
+    #[inline]
+    pub(crate) fn into_inner(mut self) -> Held {
+        self.take()
+    }
+}
+
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(held) = self.held.take() {
+            released(self.raw, self.kind, held);
+        }
+    }
+}
