@@ -52,6 +52,16 @@
 //!   named after the kernel's tracepoints: `contention_begin` when an acquire first has to
 //!   wait, `contention_end` when it stops, with `wait_us` and `acquired`.
 //!
+//!   With it, built with `RUSTFLAGS="--cfg tokio_unstable"` as tokio's own
+//!   instrumentation is, each lock is visible in
+//!   [tokio-console](https://github.com/tokio-rs/console), as tokio's `RwLock` is: the
+//!   spans and events tokio's lock emits for `console-subscriber` (a `runtime.resource`
+//!   span with where the lock was made, `current_readers` and `write_locked`, and every
+//!   async acquire, the upgrades and timed ones included, as an async operation of the
+//!   task that awaits it). The constructors are `const`, so a lock's span is made at its
+//!   first acquire: a lock never acquired is not listed. `examples/console.rs` (in the
+//!   repository) shows the set-up.
+//!
 //! # Choosing a policy
 //!
 //! By default arrivals may take a free lock ahead of queued waiters (throughput), and a
@@ -142,6 +152,8 @@
 // user's `--cfg loom` changes this crate) use a subset of the crate.
 #![cfg_attr(all(test, async_rwsem_loom), allow(dead_code))]
 
+#[cfg(all(tokio_unstable, feature = "tracing"))]
+mod console;
 pub mod design;
 mod loom;
 mod observe;

@@ -27,6 +27,9 @@
 // some of them unread.
 #![allow(unused_variables)]
 
+use std::future::Future;
+use std::task::Poll;
+
 use crate::raw::list::WaiterKind;
 use crate::raw::RawRwLock;
 
@@ -78,13 +81,23 @@ pub(crate) enum Attempt {
 
 /// Per-lock state of the observers: the `observe` field of [`RawRwLock`].
 #[derive(Debug, Default)]
-pub(crate) struct LockObserve {}
+pub(crate) struct LockObserve {
+    /// The lock's tokio-console resource (`cfg(all(tokio_unstable, feature = "tracing"))`).
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    pub(crate) console: crate::console::Resource,
+}
 
 impl LockObserve {
-    /// The state of a new lock.
+    /// The state of a new lock, created at the caller's location (`#[track_caller]` under
+    /// `cfg(all(tokio_unstable, feature = "tracing"))`, as every public constructor, for
+    /// tokio-console).
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[inline]
     pub(crate) const fn new() -> Self {
-        Self {}
+        Self {
+            #[cfg(all(tokio_unstable, feature = "tracing"))]
+            console: crate::console::Resource::new(),
+        }
     }
 }
 
@@ -95,7 +108,12 @@ pub(crate) struct Held {}
 
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
 #[inline]
-pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {}
+pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {
+    // tokio-console's resource span, made at the lock's first acquire (its constructors
+    // are `const`): a panic leaves it unmade, with nothing held.
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    raw.observe.console.span(raw);
+}
 
 /// The lock of `raw` is now owned in mode `kind`, taken from `site`: the state its token
 /// carries. Runs no foreign code (see the module documentation).
@@ -106,15 +124,24 @@ pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
 
 /// The token of the lock just [`acquired`] exists: foreign code may run.
 #[inline]
-pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {}
+pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    raw.observe.console.update(raw, None, Some(kind));
+}
 
 /// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
 #[inline]
-pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {}
+pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    raw.observe.console.update(raw, Some(from), Some(to));
+}
 
 /// The lock of `raw` held in mode `kind` as `held` has been released.
 #[inline]
-pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {}
+pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    raw.observe.console.update(raw, Some(kind), None);
+}
 
 /// The [`Held`] of a lock handed to a future that may be dropped unfinished (an upgrade in
 /// flight): if it is dropped still holding it, it tells the observers that the lock was
@@ -191,5 +218,60 @@ impl Drop for InFlight<'_> {
         if let Some(held) = self.held.take() {
             released(self.raw, self.kind, held);
         }
+    }
+}
+
+/// An async acquire as tokio-console sees it, under
+/// `cfg(all(tokio_unstable, feature = "tracing"))`: an async operation of the lock's
+/// resource (`crate::console::OpSpans`), made with the acquire future, entered at each of
+/// its polls. Zero-sized, and [`wrap`](Self::wrap) and [`poll`](Self::poll) the identity,
+/// otherwise.
+#[derive(Debug)]
+pub(crate) struct AsyncOp {
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    console: crate::console::OpSpans,
+}
+
+impl AsyncOp {
+    /// The operation of an async acquire of `raw` in mode `kind`, named `source` after
+    /// the public method (`"RwLock::read"`). May run foreign code (a `tracing`
+    /// subscriber): call it where nothing is held for this acquire, or where a panic
+    /// drops what is (the guard of an upgrade).
+    #[inline]
+    pub(crate) fn new(raw: &RawRwLock, kind: WaiterKind, source: &'static str) -> Self {
+        Self {
+            #[cfg(all(tokio_unstable, feature = "tracing"))]
+            console: crate::console::OpSpans::new(raw, kind, source),
+        }
+    }
+
+    /// `acquire`, the future of the acquire, under this operation.
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    #[inline]
+    pub(crate) fn wrap<F: Future>(self, acquire: F) -> impl Future<Output = F::Output> {
+        crate::console::Instrumented::new(self.console, acquire)
+    }
+
+    /// `acquire`, the future of the acquire, under this operation.
+    #[cfg(not(all(tokio_unstable, feature = "tracing")))]
+    #[inline]
+    pub(crate) fn wrap<F: Future>(self, acquire: F) -> impl Future<Output = F::Output> {
+        acquire
+    }
+
+    /// One poll of the acquire, `poll`, under this operation (for a named future, which
+    /// cannot be wrapped).
+    #[cfg(all(tokio_unstable, feature = "tracing"))]
+    #[inline]
+    pub(crate) fn poll<T>(&self, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
+        self.console.poll(poll)
+    }
+
+    /// One poll of the acquire, `poll`, under this operation (for a named future, which
+    /// cannot be wrapped).
+    #[cfg(not(all(tokio_unstable, feature = "tracing")))]
+    #[inline]
+    pub(crate) fn poll<T>(&self, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
+        poll()
     }
 }

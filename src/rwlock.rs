@@ -291,12 +291,14 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
 }
 
 impl<T: Default> Default for RwLock<T> {
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     fn default() -> Self {
         Self::new(T::default())
     }
 }
 
 impl<T> From<T> for RwLock<T> {
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     fn from(value: T) -> Self {
         Self::new(value)
     }

@@ -107,6 +107,8 @@ use crate::observe::LockObserve;
 /// Defines `RawRwLock::new`, `const` or not.
 macro_rules! define_new {
     ($($const:tt)?) => {
+        // The caller's location: where tokio-console says the lock was made.
+        #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
         pub(crate) $($const)? fn new(policy: Policy, max_readers: usize) -> Self {
             // The first message is tokio's, word for word.
             assert!(max_readers > 0, "a RwLock may not be created with 0 readers");
@@ -189,7 +191,7 @@ impl RawRwLock {
 
     /// The most readers that may hold the lock at once.
     #[inline]
-    fn max_readers(&self) -> usize {
+    pub(crate) fn max_readers(&self) -> usize {
         if self.max_readers == NO_READER_LIMIT {
             Self::MAX_READERS
         } else {

@@ -22,6 +22,7 @@ impl<T> RwLock<T> {
     /// let lock = RwLock::new(vec![1, 2, 3]);
     /// # let _ = (&COUNTER, lock);
     /// ```
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
@@ -32,6 +33,7 @@ impl<T> RwLock<T> {
     // be built in a `const fn`.
 
     /// See the `const` [`new`](Self::new) (loom build).
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(all(test, async_rwsem_loom))]
     pub fn new(value: T) -> Self {
         Self::with_policy(value, Policy::DEFAULT)
@@ -46,12 +48,14 @@ impl<T> RwLock<T> {
     /// static NAMES: RwLock<Vec<String>> = RwLock::const_new(Vec::new());
     /// assert!(NAMES.try_read().unwrap().is_empty());
     /// ```
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn const_new(value: T) -> Self {
         Self::new(value)
     }
 
     /// See the `const` [`const_new`](Self::const_new) (loom build).
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(all(test, async_rwsem_loom))]
     pub fn const_new(value: T) -> Self {
         Self::new(value)
@@ -66,12 +70,14 @@ impl<T> RwLock<T> {
     /// let lock = RwLock::with_policy(0u32, Policy::new().handoff_timeout(Duration::from_millis(1)));
     /// assert_eq!(lock.policy().handoff_timeout, Duration::from_millis(1));
     /// ```
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
     }
 
     /// See the `const` [`with_policy`](Self::with_policy) (loom build).
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(all(test, async_rwsem_loom))]
     pub fn with_policy(value: T, policy: Policy) -> Self {
         Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
@@ -98,12 +104,14 @@ impl<T> RwLock<T> {
     /// assert!(lock.try_read().is_ok());
     /// # drop(b);
     /// ```
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
     }
 
     /// See the `const` [`with_max_readers`](Self::with_max_readers) (loom build).
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(all(test, async_rwsem_loom))]
     pub fn with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_policy_and_max_readers(value, Policy::DEFAULT, max_readers as usize)
@@ -118,6 +126,7 @@ impl<T> RwLock<T> {
     /// static POOL: RwLock<()> = RwLock::const_with_max_readers((), 8);
     /// # let _ = &POOL;
     /// ```
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn const_with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_max_readers(value, max_readers)
@@ -125,6 +134,7 @@ impl<T> RwLock<T> {
 
     /// See the `const` [`const_with_max_readers`](Self::const_with_max_readers) (loom
     /// build).
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(all(test, async_rwsem_loom))]
     pub fn const_with_max_readers(value: T, max_readers: u32) -> Self {
         Self::with_max_readers(value, max_readers)
@@ -143,6 +153,7 @@ impl<T> RwLock<T> {
     /// let lock = RwLock::with_policy_and_max_readers(0, Policy::new(), 4);
     /// assert!(lock.try_read().is_ok());
     /// ```
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(not(all(test, async_rwsem_loom)))]
     pub const fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
@@ -153,6 +164,7 @@ impl<T> RwLock<T> {
 
     /// See the `const`
     /// [`with_policy_and_max_readers`](Self::with_policy_and_max_readers) (loom build).
+    #[cfg_attr(all(tokio_unstable, feature = "tracing"), track_caller)]
     #[cfg(all(test, async_rwsem_loom))]
     pub fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
@@ -190,8 +202,18 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn read(&self) -> impl Future<Output = RwLockReadGuard<'_, T>> + '_ {
-        let site = Site::caller();
-        async move {
+        self.read_as(Site::caller(), "RwLock::read")
+    }
+
+    /// [`read`](Self::read) from `site`, an async operation called `source` in
+    /// tokio-console (the timed acquire names its own).
+    #[inline]
+    pub(crate) fn read_as(
+        &self,
+        site: Site,
+        source: &'static str,
+    ) -> impl Future<Output = RwLockReadGuard<'_, T>> + '_ {
+        observe::AsyncOp::new(&self.raw, WaiterKind::Read, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
                 slow.await;
@@ -203,7 +225,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for writing, waiting until no reader or writer holds the lock.
@@ -226,8 +248,18 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn write(&self) -> impl Future<Output = RwLockWriteGuard<'_, T>> + '_ {
-        let site = Site::caller();
-        async move {
+        self.write_as(Site::caller(), "RwLock::write")
+    }
+
+    /// [`write`](Self::write) from `site`, an async operation called `source` in
+    /// tokio-console (the timed acquire names its own).
+    #[inline]
+    pub(crate) fn write_as(
+        &self,
+        site: Site,
+        source: &'static str,
+    ) -> impl Future<Output = RwLockWriteGuard<'_, T>> + '_ {
+        observe::AsyncOp::new(&self.raw, WaiterKind::Write, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
                 slow.await;
@@ -239,7 +271,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for reading if that needs no waiting: no writer holds the lock, nobody is
@@ -310,7 +342,8 @@ impl<T: ?Sized> RwLock<T> {
     )]
     pub fn read_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockReadGuard<T>> {
         let site = Site::caller();
-        async move {
+        let op = observe::AsyncOp::new(&self.raw, WaiterKind::Read, "RwLock::read_owned");
+        op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
                 slow.await;
@@ -322,7 +355,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for writing, as [`write`](Self::write), through an `Arc`. Cancel safe.
@@ -345,7 +378,8 @@ impl<T: ?Sized> RwLock<T> {
     )]
     pub fn write_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
         let site = Site::caller();
-        async move {
+        let op = observe::AsyncOp::new(&self.raw, WaiterKind::Write, "RwLock::write_owned");
+        op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
                 slow.await;
@@ -357,7 +391,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for reading through an `Arc` if that needs no waiting, as
@@ -438,8 +472,18 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn upgradable_read(&self) -> impl Future<Output = RwLockUpgradableReadGuard<'_, T>> + '_ {
-        let site = Site::caller();
-        async move {
+        self.upgradable_read_as(Site::caller(), "RwLock::upgradable_read")
+    }
+
+    /// [`upgradable_read`](Self::upgradable_read) from `site`, an async operation called
+    /// `source` in tokio-console (the timed acquire names its own).
+    #[inline]
+    pub(crate) fn upgradable_read_as(
+        &self,
+        site: Site,
+        source: &'static str,
+    ) -> impl Future<Output = RwLockUpgradableReadGuard<'_, T>> + '_ {
+        observe::AsyncOp::new(&self.raw, WaiterKind::UpgradableRead, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
                 slow.await;
@@ -452,7 +496,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for an upgradable read if that needs no waiting: no writer, no other
@@ -507,7 +551,12 @@ impl<T: ?Sized> RwLock<T> {
         self: Arc<Self>,
     ) -> impl Future<Output = OwnedRwLockUpgradableReadGuard<T>> {
         let site = Site::caller();
-        async move {
+        let op = observe::AsyncOp::new(
+            &self.raw,
+            WaiterKind::UpgradableRead,
+            "RwLock::upgradable_read_owned",
+        );
+        op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
             if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
                 slow.await;
@@ -520,7 +569,7 @@ impl<T: ?Sized> RwLock<T> {
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
-        }
+        })
     }
 
     /// Locks for an upgradable read through an `Arc` if that needs no waiting, as

@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::upgradable::RwLockUpgradableReadGuard;
 use super::RwLock;
+use crate::observe::Site;
 
 /// The error of [`RwLock::read_timeout`], [`RwLock::write_timeout`] and
 /// [`RwLock::upgradable_read_timeout`]: the time ran out before the lock was taken. Nothing is held and nothing is left queued.
@@ -64,7 +65,7 @@ impl<T: ?Sized> RwLock<T> {
         timeout: Duration,
     ) -> impl Future<Output = Result<RwLockReadGuard<'_, T>, Elapsed>> + '_ {
         // Made here, so that the acquire's site is the caller's.
-        let acquire = self.read();
+        let acquire = self.read_as(Site::caller(), "RwLock::read_timeout");
         async move {
             tokio::time::timeout(timeout, acquire)
                 .await
@@ -102,7 +103,7 @@ impl<T: ?Sized> RwLock<T> {
         timeout: Duration,
     ) -> impl Future<Output = Result<RwLockWriteGuard<'_, T>, Elapsed>> + '_ {
         // Made here, so that the acquire's site is the caller's.
-        let acquire = self.write();
+        let acquire = self.write_as(Site::caller(), "RwLock::write_timeout");
         async move {
             tokio::time::timeout(timeout, acquire)
                 .await
@@ -138,7 +139,7 @@ impl<T: ?Sized> RwLock<T> {
         timeout: Duration,
     ) -> impl Future<Output = Result<RwLockUpgradableReadGuard<'_, T>, Elapsed>> + '_ {
         // Made here, so that the acquire's site is the caller's.
-        let acquire = self.upgradable_read();
+        let acquire = self.upgradable_read_as(Site::caller(), "RwLock::upgradable_read_timeout");
         async move {
             tokio::time::timeout(timeout, acquire)
                 .await

@@ -373,12 +373,15 @@ impl<'a> BorrowedToken<'a, Upgradable> {
     pub(crate) fn upgrade(self, site: Site) -> Upgrading<'a> {
         // While the token exists: a panic in the observer releases the lock.
         observe::acquiring(self.lock, WaiterKind::Write, site, Attempt::Upgrade);
+        let source = "RwLockUpgradableReadGuard::upgrade";
+        let op = observe::AsyncOp::new(self.lock, WaiterKind::Write, source);
         let (lock, held) = self.into_parts();
         Upgrading {
             lock,
             // SAFETY: the token's upgradable read lock goes to the acquire future.
             acquire: unsafe { LockFuture::upgrade(lock) },
             held: InFlight::new(lock, WaiterKind::UpgradableRead, held),
+            op,
         }
     }
 }
@@ -416,6 +419,8 @@ pub(crate) struct Upgrading<'a> {
     /// Structurally pinned.
     acquire: LockFuture<'a>,
     held: InFlight<'a>,
+    /// The upgrade as tokio-console sees it (zero-sized without it), entered at each poll.
+    op: observe::AsyncOp,
 }
 
 impl<'a> Future for Upgrading<'a> {
@@ -424,23 +429,26 @@ impl<'a> Future for Upgrading<'a> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: `acquire` is structurally pinned: it is never moved out of, and is only
-        // reached through this projection; `lock` and `held` are not pinned.
+        // reached through this projection; the other fields are not pinned.
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above.
         let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
-        if acquire.poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        let held = this.held.take();
-        // SAFETY: the upgrade completed: we own the write lock.
-        let mut token = unsafe { Token::<_, Write>::from_parts(this.lock, held) };
-        observe::changed(
-            this.lock,
-            WaiterKind::UpgradableRead,
-            WaiterKind::Write,
-            &mut token.held,
-        );
-        Poll::Ready(token)
+        let (lock, held) = (this.lock, &mut this.held);
+        this.op.poll(|| {
+            if acquire.poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let held = held.take();
+            // SAFETY: the upgrade completed: we own the write lock.
+            let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
+            observe::changed(
+                lock,
+                WaiterKind::UpgradableRead,
+                WaiterKind::Write,
+                &mut token.held,
+            );
+            Poll::Ready(token)
+        })
     }
 }
 

@@ -28,7 +28,8 @@ use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 use super::token::{BorrowedToken, OwnedToken, Upgradable, Upgrading};
 use super::RwLock;
-use crate::observe::Site;
+use crate::observe::{AsyncOp, Site};
+use crate::raw::list::WaiterKind;
 
 /// Shared access to the value of a [`RwLock`] that can be upgraded to exclusive access
 /// without letting a writer in between; released when dropped.
@@ -471,7 +472,10 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     )]
     pub fn upgrade(this: Self) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
         let site = Site::caller();
-        async move {
+        // While `this` holds the lock: a panic in tokio-console's subscriber releases it.
+        let source = "OwnedRwLockUpgradableReadGuard::upgrade";
+        let op = AsyncOp::new(&this.token.lock().raw, WaiterKind::Write, source);
+        op.wrap(async move {
             // Until the first poll the future holds the guard, whose token releases the
             // lock if dropped; from there the token's upgrade owns it. (No `NonNull` is
             // held across the `.await`: the future must be `Send`.)
@@ -480,7 +484,7 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
             let data = token.lock().data_ptr_mut();
             // SAFETY: the whole value of the lock whose write lock the token owns.
             unsafe { OwnedRwLockWriteGuard::new(token, data) }
-        }
+        })
     }
 
     /// Upgrades to the write lock if no other reader holds the lock; otherwise gives the
