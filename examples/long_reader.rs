@@ -9,11 +9,13 @@ use async_rwsem::{RwLock, RwLockReadGuard};
 
 const CHECK_EVERY: usize = 1024;
 
-/// Sums every entry of `log`, the ones appended during the scan included. Returns the sum
-/// and how many times the scan stepped aside for a writer.
-async fn scan(log: &RwLock<Vec<u64>>) -> (u64, usize) {
+/// Sums every entry of `log`, from the read lock `guard` holds on, the ones appended during
+/// the scan included. Returns the sum and how many times the scan stepped aside.
+async fn scan<'a>(
+    log: &'a RwLock<Vec<u64>>,
+    mut guard: RwLockReadGuard<'a, Vec<u64>>,
+) -> (u64, usize) {
     let (mut sum, mut next, mut pauses) = (0, 0, 0);
-    let mut guard = log.read().await;
     while next < guard.len() {
         sum += guard[next];
         next += 1;
@@ -31,13 +33,14 @@ async fn scan(log: &RwLock<Vec<u64>>) -> (u64, usize) {
 #[tokio::main]
 async fn main() {
     let log = Arc::new(RwLock::new((1..=1_000_000).collect::<Vec<u64>>()));
+    let guard = log.read().await; // the scan starts first: the writers queue behind it
     let writers: Vec<_> = (0..4)
         .map(|_| {
             let log = Arc::clone(&log);
             tokio::spawn(async move { log.write().await.push(1) })
         })
         .collect();
-    let (sum, pauses) = scan(&log).await;
+    let (sum, pauses) = scan(&log, guard).await;
     for writer in writers {
         writer.await.unwrap();
     }
