@@ -40,6 +40,8 @@
 //!   - `RwLock::read_timeout`, `write_timeout` and `upgradable_read_timeout`: give up
 //!     after a `Duration` (with the error `Elapsed`), with nothing held or queued; they
 //!     need a tokio runtime with time enabled.
+//!   - `RwLockUpgradableReadGuard::upgrade_timeout` (and the owned form): an upgrade
+//!     that gives the guard back, still holding its lock, if the time runs out.
 //!   - `From<tokio::sync::TryLockError>` for [`TryLockError`], so `?` works over both.
 //!
 //!   It is on by default so that the one-line swap from tokio's lock keeps tokio's
@@ -128,10 +130,10 @@
 //!
 //! The acquires are async (`read().await`); the `blocking_*` ones block the thread as
 //! parking_lot's do. With parking_lot's names and meaning: `is_locked`,
-//! `is_locked_exclusive`, `unlock_fair` on every guard, and the timed blocking acquires
-//! `try_read_for`, `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
-//! Not here: `read_recursive`, `bump`, `try_upgrade_for`, deadlock detection and raw
-//! access.
+//! `is_locked_exclusive`, `unlock_fair` on every guard, the timed blocking acquires
+//! `try_read_for`, `try_write_for`, `try_upgradable_read_for`, and the timed upgrade
+//! `try_upgrade_for`, with their `_until` forms. Not here: `read_recursive`, `bump`,
+//! deadlock detection and raw access.
 //!
 //! # Design
 //!

@@ -13,8 +13,10 @@
 //!   order (see the module list below): as a user looks for them.
 //! - [`blocking`]: the blocking acquires, `blocking_read`, `blocking_write`, their owned
 //!   forms and `blocking_upgradable_read`, and the timed ones, `try_read_for`,
-//!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
-//! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
+//!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms; and the
+//!   blocking half of the upgradable guards' `try_upgrade_for` and `try_upgrade_until`.
+//! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`, and the tokio half of
+//!   the upgradable guards' `upgrade_timeout`.
 //! - `coop` (feature `tokio`): tokio's cooperative budget, taken once an async acquire
 //!   owns the lock.
 //! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and

@@ -237,6 +237,22 @@ impl WaitList {
         len
     }
 
+    /// Is a writer or an upgrade linked? Walks from the head to the first one: a queue of
+    /// writers answers at its head.
+    pub(crate) fn has_writer(&self) -> bool {
+        let mut cursor = self.head;
+        while let Some(node) = cursor {
+            // SAFETY: linked nodes are alive and `&self` means the wait lock is held.
+            let kind = unsafe { node.as_ref() }.kind;
+            if matches!(kind, WaiterKind::Write | WaiterKind::Upgrade) {
+                return true;
+            }
+            // SAFETY: as above; `node` is linked in `self`.
+            cursor = unsafe { self.next(node) };
+        }
+        false
+    }
+
     /// The last node.
     #[inline]
     pub(crate) fn tail(&self) -> Option<NonNull<Waiter>> {

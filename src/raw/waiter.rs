@@ -342,6 +342,63 @@ impl LockFuture<'_> {
 }
 
 impl LockFuture<'_> {
+    /// Stops an upgrade before it completes, keeping the upgradable read lock: for a
+    /// timed upgrade whose time ran out. Returns `true` if the write lock was granted
+    /// first (then the caller owns it), `false` if the caller owns the upgradable read
+    /// lock again. Either way the future is done: its drop releases nothing.
+    ///
+    /// Cancel safe and unwind safe: [`RawRwLock::stop_upgrade`] runs foreign code only
+    /// once the node is unlinked, and meanwhile the phase is `Init`, whose drop releases
+    /// the upgradable read lock; so an unwind leaves nothing linked and nothing held.
+    pub(crate) fn stop_upgrade(self: Pin<&mut Self>) -> bool {
+        // SAFETY: nothing is moved out; the node stays where it is.
+        let this = unsafe { self.get_unchecked_mut() };
+        debug_assert_eq!(this.node.kind, WaiterKind::Upgrade);
+        match this.phase {
+            // Never polled: it still holds the upgradable read lock, and nothing else.
+            Phase::Init => {
+                this.phase = Phase::Done;
+                false
+            }
+            Phase::Queued => {
+                let node = NonNull::from(&this.node);
+                let upgraded = this.node.state(Acquire) == NodeState::Granted || {
+                    // An unwind out of the call finds the node unlinked and the upgradable
+                    // read lock held (`stop_upgrade` runs foreign code only then), which
+                    // `Init`'s drop releases; if the upgrade was granted, none runs.
+                    this.phase = Phase::Init;
+                    // SAFETY: the node is ours, pinned (we were polled), queued on this
+                    // lock; the phase no longer says `Queued`, so our drop will not touch
+                    // it again.
+                    unsafe { this.lock.stop_upgrade(node) }
+                };
+                this.phase = Phase::Done;
+                #[cfg(feature = "tracing")]
+                if let Some(since) = this.waiting_since.take() {
+                    // The subscriber is foreign code: if it panics, release what we hold.
+                    let held = if upgraded {
+                        WaiterKind::Upgrade
+                    } else {
+                        WaiterKind::UpgradableRead
+                    };
+                    let release = ReleaseOnUnwind(this.lock, held);
+                    tracing::trace!(
+                        target: "async_rwsem::contention",
+                        lock = ?std::ptr::from_ref(this.lock),
+                        kind = %this.node.kind.event_name(),
+                        wait_us = since.elapsed().as_micros() as u64,
+                        acquired = upgraded,
+                        "contention_end"
+                    );
+                    std::mem::forget(release);
+                }
+                upgraded
+            }
+            Phase::Done => panic!("an upgrade stopped after it completed"),
+            Phase::Yielding(_) | Phase::FastFailed(_) => unreachable!("not an upgrade's phase"),
+        }
+    }
+
     /// A writer that could not take the lock: it yields to the executor (wakes itself and
     /// returns `Pending`) while `yields` last, then queues.
     fn yield_or_queue(&mut self, cx: &mut Context<'_>, yields: u32) -> Poll<()> {
