@@ -40,12 +40,23 @@
 //!   - `RwLock::read_timeout`, `write_timeout` and `upgradable_read_timeout`: give up
 //!     after a `Duration` (with the error `Elapsed`), with nothing held or queued; they
 //!     need a tokio runtime with time enabled.
+//!   - `RwLockUpgradableReadGuard::upgrade_timeout` (and the owned form): an upgrade
+//!     that gives the guard back, still holding its lock, if the time runs out.
 //!   - `From<tokio::sync::TryLockError>` for [`TryLockError`], so `?` works over both.
 //!
 //!   It is on by default so that the one-line swap from tokio's lock keeps tokio's
 //!   scheduling. On another executor, turn it off: `default-features = false` (no tokio
 //!   dependency at all).
 //! - **`stats`**: `RwLock::stats()`, per-lock counters of the kernel's lock events.
+//! - **`lock_stat`** (enables `stats`): `RwLock::lock_stat()`, the kernel's `lock_stat`
+//!   per lock: log2 histograms of the wait and hold times of readers and writers (count,
+//!   mean, p50, p99, max), contentions, and the longest hold with the location of the
+//!   acquire that took it, printed as a table by its `Display`; and in
+//!   [`RwLock::snapshot`] (always there) the writer or upgradable reader holding the lock,
+//!   where it took it and for how long. It costs a clock read when a lock is taken and
+//!   one when it is released. With `tracing` too: the policy's `warn_held_longer_than`
+//!   and `warn_waited_longer_than` emit warnings (target `async_rwsem::lock_stat`) for
+//!   guards held, and acquires waiting, past them. See the `lock_stat` module.
 //! - **`tracing`**: `tracing` events (target `async_rwsem::contention`, level TRACE)
 //!   named after the kernel's tracepoints: `contention_begin` when an acquire first has to
 //!   wait, `contention_end` when it stops, with `wait_us` and `acquired`.
@@ -124,10 +135,10 @@
 //!
 //! The acquires are async (`read().await`); the `blocking_*` ones block the thread as
 //! parking_lot's do. With parking_lot's names and meaning: `is_locked`,
-//! `is_locked_exclusive`, `unlock_fair` on every guard, and the timed blocking acquires
-//! `try_read_for`, `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
-//! Not here: `read_recursive`, `bump`, `try_upgrade_for`, deadlock detection and raw
-//! access.
+//! `is_locked_exclusive`, `unlock_fair` on every guard, the timed blocking acquires
+//! `try_read_for`, `try_write_for`, `try_upgradable_read_for`, and the timed upgrade
+//! `try_upgrade_for`, with their `_until` forms. Not here: `read_recursive`, `bump`,
+//! deadlock detection and raw access.
 //!
 //! # Design
 //!
@@ -158,6 +169,9 @@
 #[cfg(all(tokio_unstable, feature = "tracing"))]
 mod console;
 pub mod design;
+#[cfg(feature = "lock_stat")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_stat")))]
+pub mod lock_stat;
 #[cfg(feature = "lockdep")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lockdep")))]
 pub mod lockdep;
@@ -166,6 +180,8 @@ mod observe;
 mod raw;
 mod rwlock;
 
+#[cfg(feature = "lock_stat")]
+pub use crate::lock_stat::LockStat;
 pub use crate::raw::policy::{Policy, MAX_READER_WAKE_BATCH};
 #[cfg(feature = "stats")]
 pub use crate::raw::stats::LockStats;
@@ -174,7 +190,7 @@ pub use crate::rwlock::Elapsed;
 pub use crate::rwlock::{
     OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockUpgradableReadGuard,
     OwnedRwLockWriteGuard, RwLock, RwLockMappedWriteGuard, RwLockReadGuard,
-    RwLockUpgradableReadGuard, RwLockWriteGuard, TryLockError, Upgrade,
+    RwLockUpgradableReadGuard, RwLockWriteGuard, Snapshot, TryLockError, Upgrade,
 };
 
 /// What must not compile, each a `compile_fail` doctest with the error it must fail with.

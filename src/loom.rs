@@ -3,9 +3,11 @@
 //! In the loom models (`cfg(all(test, async_rwsem_loom))`) they come from `loom`, which
 //! explores every interleaving of the models in `src/raw/tests/loom_*.rs`; otherwise from
 //! `std`. Nothing else in the crate names `std::sync::atomic` or `std::cell::UnsafeCell`
-//! directly, so a model checks the code that ships, with one exception: the `stats`
-//! feature's event counters (`raw/stats.rs`) are `std` atomics under every cfg, since
-//! they order nothing (relaxed counts, read only by `RwLock::stats`).
+//! directly, so a model checks the code that ships, with two exceptions: the `stats`
+//! feature's event counters (`raw/stats.rs`) and the `lock_stat` feature's histograms and
+//! slots (`lock_stat.rs`) are `std` atomics under every cfg, since they order nothing of
+//! the lock's (relaxed counts and diagnostics, read only by `RwLock::stats`,
+//! `RwLock::lock_stat` and `RwLock::snapshot`).
 
 #[cfg(all(test, async_rwsem_loom))]
 pub(crate) use loom::{

@@ -88,6 +88,9 @@ pub(crate) struct LockObserve {
     /// The lock's tokio-console resource (`cfg(all(tokio_unstable, feature = "tracing"))`).
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     pub(crate) console: crate::console::Resource,
+    /// Times, the longest hold and the exclusive holder (feature `lock_stat`).
+    #[cfg(feature = "lock_stat")]
+    pub(crate) lock_stat: crate::lock_stat::LockStatState,
 }
 
 impl LockObserve {
@@ -106,6 +109,8 @@ impl LockObserve {
             lockdep: crate::lockdep::LockClass::new(),
             #[cfg(all(tokio_unstable, feature = "tracing"))]
             console: crate::console::Resource::new(),
+            #[cfg(feature = "lock_stat")]
+            lock_stat: crate::lock_stat::LockStatState::new(),
         }
     }
 }
@@ -117,6 +122,9 @@ pub(crate) struct Held {
     /// Which holder's held set the lock is in (feature `lockdep`).
     #[cfg(feature = "lockdep")]
     lockdep: crate::lockdep::HeldState,
+    /// Where and when the hold began (feature `lock_stat`).
+    #[cfg(feature = "lock_stat")]
+    lock_stat: crate::lock_stat::HoldStat,
 }
 
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
@@ -129,6 +137,12 @@ pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: 
     // are `const`): a panic leaves it unmade, with nothing held.
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.span(raw);
+    // The site for the lock future the acquire may make next (no clock read here); last,
+    // after any foreign code that might take another lock on this thread.
+    #[cfg(feature = "lock_stat")]
+    if attempt != Attempt::Try {
+        crate::lock_stat::acquiring(std::ptr::from_ref(raw).cast(), site.location());
+    }
 }
 
 /// The lock of `raw` is now owned in mode `kind`, taken from `site`: the state its token
@@ -138,6 +152,12 @@ pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
     Held {
         #[cfg(feature = "lockdep")]
         lockdep: crate::lockdep::acquired(raw, kind, site.location()),
+        #[cfg(feature = "lock_stat")]
+        lock_stat: raw.observe.lock_stat.acquired(
+            std::ptr::from_ref(raw).cast(),
+            kind,
+            site.location(),
+        ),
     }
 }
 
@@ -146,13 +166,30 @@ pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
 pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.update(raw, None, Some(kind));
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    crate::lock_stat::warn::waited(raw, kind, &held.lock_stat, None);
 }
 
 /// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
 #[inline]
 pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {
+    // Lockdep, then `lock_stat`, first: they update the hold; lockdep runs no foreign
+    // code, `lock_stat` none but its warning.
     #[cfg(feature = "lockdep")]
     crate::lockdep::changed(&mut held.lockdep, to);
+    #[cfg(feature = "lock_stat")]
+    {
+        let site = raw.observe.lock_stat.changed(
+            std::ptr::from_ref(raw).cast(),
+            from,
+            to,
+            &mut held.lock_stat,
+        );
+        #[cfg(feature = "tracing")]
+        crate::lock_stat::warn::waited(raw, to, &held.lock_stat, site);
+        #[cfg(not(feature = "tracing"))]
+        let _ = site;
+    }
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.update(raw, Some(from), Some(to));
 }
@@ -160,10 +197,19 @@ pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &
 /// The lock of `raw` held in mode `kind` as `held` has been released.
 #[inline]
 pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
+    // Lockdep (no foreign code: takes the lock off its holder's set), then `lock_stat`,
+    // first: their records need no foreign code (a panicking console update would
+    // otherwise skip them).
     #[cfg(feature = "lockdep")]
     crate::lockdep::released(held.lockdep);
+    #[cfg(feature = "lock_stat")]
+    let held_ns = raw.observe.lock_stat.released(kind, &held.lock_stat);
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.update(raw, Some(kind), None);
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    crate::lock_stat::warn::released(raw, kind, &held.lock_stat, held_ns);
+    #[cfg(all(feature = "lock_stat", not(feature = "tracing")))]
+    let _ = held_ns;
 }
 
 /// The [`Held`] of a lock handed to a future that may be dropped unfinished (an upgrade in

@@ -13,8 +13,10 @@
 //!   order (see the module list below): as a user looks for them.
 //! - [`blocking`]: the blocking acquires, `blocking_read`, `blocking_write`, their owned
 //!   forms and `blocking_upgradable_read`, and the timed ones, `try_read_for`,
-//!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
-//! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`.
+//!   `try_write_for`, `try_upgradable_read_for` and their `_until` forms; and the
+//!   blocking half of the upgradable guards' `try_upgrade_for` and `try_upgrade_until`.
+//! - `timeout` (feature `tokio`): the timed acquires, `*_timeout`, and the tokio half of
+//!   the upgradable guards' `upgrade_timeout`.
 //! - `coop` (feature `tokio`): tokio's cooperative budget, taken once an async acquire
 //!   owns the lock.
 //! - [`guard`]: the borrowed guards, [`RwLockReadGuard`], [`RwLockWriteGuard`] and
@@ -23,6 +25,8 @@
 //!   [`OwnedRwLockMappedWriteGuard`].
 //! - [`upgradable`]: the upgradable guards, [`RwLockUpgradableReadGuard`] and
 //!   [`OwnedRwLockUpgradableReadGuard`], and the [`Upgrade`] future.
+//! - [`snapshot`]: `snapshot` (who holds the lock, who waits) and, under `lock_stat`,
+//!   `lock_stat`.
 //! - [`token`]: the lock tokens, which take, change and release a lock of the raw lock.
 //!
 //! A guard's methods are next to its type, whatever guard they return (so
@@ -60,6 +64,7 @@ pub(crate) mod blocking;
 pub(crate) mod coop;
 pub(crate) mod guard;
 pub(crate) mod owned;
+pub(crate) mod snapshot;
 pub(crate) mod token;
 pub(crate) mod upgradable;
 
@@ -68,6 +73,7 @@ mod tests;
 
 pub use self::guard::{RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use self::owned::{OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
+pub use self::snapshot::Snapshot;
 #[cfg(feature = "tokio")]
 pub use self::timeout::Elapsed;
 pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadGuard, Upgrade};

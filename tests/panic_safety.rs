@@ -29,11 +29,14 @@
 //! | a reader queueing (`read_queue`, its grant of the head) | `Waker::wake` | its bias out of the count; its node `Waiting`, or `Granted` (then its future's drop releases the lock) | `raw::tests::panics::a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future` |
 //! | a writer queueing (`write_queue`, its wake-up of the head) | `Waker::wake` | if it took the lock, its node is `Granted` before the wakers run: its future's drop releases the lock, a poll completes | `raw::tests::panics::a_panicking_wake_in_a_queueing_writers_grant_releases_its_write_lock`, `..._a_queueing_writer_repolled_after_a_panicking_wake_has_the_lock_it_took` |
 //! | a cancelled acquire (`cancel`) | `Waker::drop` of its own waker; `Waker::wake` of the next head it grants | its node unlinked and `Idle` first | `a_panicking_waker_drop_in_a_cancel_still_wakes_the_readers_it_granted` |
+//! | a timed upgrade stopped at its deadline (`stop_upgrade`: `upgrade_timeout`, `try_upgrade_for`, `try_upgrade_until`) | `Waker::drop` of its own waker; `Waker::wake` of the readers it lets in | its node unlinked and `Idle` first, the future back in `Init` (it owns the upgradable read lock): the unwind releases that lock, and the guard is lost; then (feature `tracing`) its `contention_end` event, with the lock it ended with held by a `ReleaseOnUnwind` | `a_panicking_waker_drop_in_a_stopped_upgrade_releases_the_upgradable_lock`, `a_panicking_wake_in_a_stopped_upgrade_still_lets_the_readers_in`; `tests/tracing.rs`: `a_stopped_upgrade_ends_its_wait_and_a_panicking_subscriber_releases_the_lock` |
 //! | inside a section | `T::drop` (an assignment), any user code | the guard owns the lock: the unwind releases it | `a_panicking_drop_of_the_value_inside_a_write_section_releases_the_lock`, `a_panic_inside_a_section_that_awaits_releases_the_lock` |
 //! | an owned guard dropped with the last `Arc` | `T::drop` | the token releases the lock before the `Arc` (its field) is dropped | `a_panicking_drop_of_the_last_arc_after_an_owned_guard` |
 //! | `map`, `try_map`, `downgrade_map`, `try_downgrade_map` (every guard kind) | the closure | the guard (its token) still owns the lock, in the old mode: the unwind releases it | `panicking_map_closures_release_the_lock` |
 //! | a wait begins, ends or is given up (feature `tracing`) | the `tracing` subscriber | begin: the node linked, the future's drop unlinks it; end: the lock owned, a `ReleaseOnUnwind` releases it until the guard exists; given up: the node already unlinked | `tests/tracing.rs`: `a_subscriber_panicking_when_an_acquire_starts_to_wait`, `..._after_an_acquire_releases_the_lock`, `..._in_a_cancelled_acquire_leaves_no_node_linked` |
 //! | a lock-order or recursion report (feature `lockdep`) | the report: a panic (the default), or a `tracing` subscriber | at the start of the acquire, before the lock is touched, lockdep's mutex released; a borrowed upgrade's, while its token exists (the unwind releases it) | `tests/lockdep.rs` (every report test checks the locks idle after it; `a_report_panics_outside_every_lock`), `tests/lockdep_report.rs` (a panicking subscriber) |
+//! | a guard dropped past `warn_held_longer_than`, a release with the head waiting past `warn_waited_longer_than` (features `lock_stat` + `tracing`) | the `tracing` subscriber | the lock released (the token's `Drop`, after the raw release; the head's wait read under the wait lock, reported after it is released) | `tests/lock_stat.rs`: `a_subscriber_panicking_on_held_too_long_leaves_the_lock_free`, `..._on_a_waiter_at_the_release_leaves_it_the_lock` |
+//! | an acquire (or upgrade) granted past `warn_waited_longer_than` (features `lock_stat` + `tracing`) | the `tracing` subscriber | the guard's token exists (`observe::entered`, `changed`): the unwind releases the lock | `tests/lock_stat.rs`: `a_subscriber_panicking_on_a_waiter_at_its_grant_releases_the_lock` |
 //! | an async acquire completes (feature `tokio`) | tokio's cooperative budget (`coop::poll_proceed`) | the guard exists already: a `Pending` there holds the guard in the future, a panic drops it | `tests/coop.rs`: `every_async_acquire_takes_budget`, `a_task_reading_in_a_loop_lets_its_neighbour_write` |
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -55,6 +58,9 @@ struct Probe {
     panic_clone: AtomicBool,
     panic_wake: AtomicBool,
     panic_drop: AtomicBool,
+    /// As `panic_drop`, for the next drop only (a test where other copies of the waker
+    /// are dropped by the unwind, which must not panic again).
+    panic_drop_once: AtomicBool,
     wakes: AtomicUsize,
 }
 
@@ -119,7 +125,7 @@ unsafe fn wake_by_ref(data: *const ()) {
 unsafe fn drop_waker(data: *const ()) {
     // SAFETY: vtable contract: `drop` consumes this waker's count.
     let probe = unsafe { Arc::from_raw(data.cast::<Probe>()) };
-    let panic_drop = probe.panic_drop.load(SeqCst);
+    let panic_drop = probe.panic_drop.load(SeqCst) || probe.panic_drop_once.swap(false, SeqCst);
     drop(probe);
     if panic_drop {
         panic!("Waker::drop panics");
@@ -465,6 +471,83 @@ fn a_panicking_waker_drop_in_a_cancel_still_wakes_the_readers_it_granted() {
     assert!(l.try_write().is_err());
     drop((r, g1, g2));
     assert_idle(&l);
+}
+
+// ---------------------------------------------------------------------------------------
+// A timed upgrade stopped at its deadline (feature `tokio`, in tokio's paused time).
+
+#[cfg(feature = "tokio")]
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+#[cfg(feature = "tokio")]
+const DEADLINE: Duration = Duration::from_millis(5);
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_panicking_waker_drop_in_a_stopped_upgrade_releases_the_upgradable_lock() {
+    let probe = Probe::new();
+    paused_runtime().block_on(async {
+        let l = lock();
+        let r = l.try_read().unwrap();
+        let up = l.try_upgradable_read().unwrap();
+        let waker = probe_waker(&probe);
+        let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade_timeout(up, DEADLINE));
+        assert!(poll_with(upgrade.as_mut(), &waker).is_pending());
+        tokio::time::advance(DEADLINE).await;
+        // The time is up: the stop drops the queued node's copy of the waker first (the
+        // timer's copy goes with the future, after it).
+        probe.panic_drop_once.store(true, SeqCst);
+        poll_panics(upgrade.as_mut(), &waker);
+        assert!(!probe.panic_drop_once.load(SeqCst), "no waker was dropped");
+        drop(waker);
+        // The guard is lost with the unwind, and its lock released: another upgradable
+        // reader gets in beside `r`.
+        drop(
+            l.try_upgradable_read()
+                .expect("the upgradable read lock was leaked"),
+        );
+        drop(r);
+        assert_idle(&l);
+    });
+    assert_eq!(Arc::strong_count(&probe), 1, "a waker was leaked");
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_panicking_wake_in_a_stopped_upgrade_still_lets_the_readers_in() {
+    let (own, bad) = (Probe::new(), Probe::new());
+    paused_runtime().block_on(async {
+        let l = lock();
+        let r = l.try_read().unwrap();
+        let up = l.try_upgradable_read().unwrap();
+        let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade_timeout(up, DEADLINE));
+        assert!(poll_with(upgrade.as_mut(), &probe_waker(&own)).is_pending());
+        // A reader queues behind the upgrade; its wake-up will panic.
+        let mut reader = pin!(l.read());
+        assert!(poll_with(reader.as_mut(), &probe_waker(&bad)).is_pending());
+        tokio::time::advance(DEADLINE).await;
+        bad.panic_wake.store(true, SeqCst);
+        poll_panics(upgrade.as_mut(), &probe_waker(&own));
+        bad.panic_wake.store(false, SeqCst);
+        assert_eq!(bad.wakes(), 1, "the reader let in was not woken");
+        let Poll::Ready(g) = poll_with(reader, &probe_waker(&bad)) else {
+            panic!("the reader was not let in");
+        };
+        drop(
+            l.try_upgradable_read()
+                .expect("the upgradable read lock was leaked"),
+        );
+        drop((r, g));
+        assert_idle(&l);
+    });
+    assert_eq!(Arc::strong_count(&own), 1, "a waker was leaked");
+    assert_eq!(Arc::strong_count(&bad), 1, "a waker was leaked");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Context;
 use std::time::Duration;
 
-use async_rwsem::{Policy, RwLock};
+use async_rwsem::{Policy, RwLock, RwLockUpgradableReadGuard};
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 use tracing::field::{Field, Visit};
@@ -194,6 +194,45 @@ fn a_subscriber_panicking_when_an_acquire_starts_to_wait() {
         });
         drop(r);
         drop(w);
+        assert_idle(&l);
+    });
+}
+
+/// A timed upgrade that runs out of time: its wait ends unacquired, and the guard comes
+/// back; if the subscriber panics there, the upgradable read lock is released.
+#[test]
+fn a_stopped_upgrade_ends_its_wait_and_a_panicking_subscriber_releases_the_lock() {
+    let collect = Collect::default();
+    let events = Arc::clone(&collect.0);
+    tracing::subscriber::with_default(collect, || {
+        let l = RwLock::with_policy(0, queue_at_once());
+        let r = l.try_read().unwrap();
+        let up = l.try_upgradable_read().unwrap();
+        let up =
+            RwLockUpgradableReadGuard::try_upgrade_for(up, Duration::from_millis(1)).unwrap_err();
+        drop((r, up));
+        assert_idle(&l);
+    });
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            "contention_begin kind=Upgrader",
+            "contention_end kind=Upgrader acquired=false",
+        ]
+    );
+    with_panicking_subscriber("contention_end kind=Upgrader acquired=false", || {
+        let l = RwLock::with_policy(0, queue_at_once());
+        let r = l.try_read().unwrap();
+        let up = l.try_upgradable_read().unwrap();
+        panics(|| {
+            let _ = RwLockUpgradableReadGuard::try_upgrade_for(up, Duration::from_millis(1));
+        });
+        // The guard was lost with the unwind, and its lock released.
+        drop(
+            l.try_upgradable_read()
+                .expect("the upgradable read lock was leaked"),
+        );
+        drop(r);
         assert_idle(&l);
     });
 }

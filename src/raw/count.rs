@@ -2,16 +2,17 @@
 //! kernel encodes `rw_semaphore::count` (`kernel/locking/rwsem.c`).
 //!
 //! ```text
-//!  usize::BITS-1          8   7..5    4         3          2         1         0
-//! +---------------+-----------+------+---------+----------+---------+---------+---------------+
-//! | READ_FAIL     | readers   | rsvd | PENDING | UPGRADBL | HANDOFF | WAITERS | WRITER_LOCKED |
-//! +---------------+-----------+------+---------+----------+---------+---------+---------------+
+//!  usize::BITS-1          8   7..6    5         4         3          2         1         0
+//! +---------------+-----------+------+---------+---------+----------+---------+---------+---------------+
+//! | READ_FAIL     | readers   | rsvd | WQUEUED | PENDING | UPGRADBL | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +---------------+-----------+------+---------+---------+----------+---------+---------+---------------+
 //! ```
 //!
 //! Invariants (checked by the tests and the loom models):
-//! - `WAITERS` and `HANDOFF` change only while the wait lock is held; under it,
-//!   `WAITERS` is set exactly when the wait list is not empty, and `HANDOFF` implies
-//!   `WAITERS`.
+//! - `WAITERS`, `HANDOFF` and `WRITER_QUEUED` change only while the wait lock is held;
+//!   whenever it is released, `WAITERS` is set exactly when the wait list is not empty,
+//!   `HANDOFF` implies `WAITERS`, and `WRITER_QUEUED` is set exactly when a writer or an
+//!   upgrade is linked in it.
 //! - `WRITER_LOCKED` set means exactly one writer owns the lock, and then the reader
 //!   count holds only transient biases of readers on their way to the wait queue.
 //! - The idle value, unlocked with nobody waiting, is `0`.
@@ -27,6 +28,7 @@
 //! | `WAITERS` | the first waiter to queue, under the wait lock: `read.rs` `read_queue`, `write.rs` `write_queue`, `upgrade.rs` `upgradable_queue` and `upgrade_queue` | `wake.rs`: `queued_write_lock` (the last waiter takes the lock), `mark_wake` (every waiter granted); `waiter.rs` `cancel` (the last waiter leaves) |
 //! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgrade.rs` `upgrade_queue` (the upgrade queues at the head); `fair.rs` `handoff_to_head` (an owner's `unlock_fair`, just before its release, with waiters queued); `wake.rs` `mark_wake` for a head writer that queued readers pass once | `wake.rs`: `queued_write_lock` (the head takes the write lock), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `cancel` (the list empties; otherwise the next head inherits the bit) |
 //! | `OWNER_PENDING` | `wake.rs` `wake_writer` (with `WRITER_LOCKED`, granting a woken head writer at a release) | `waiter.rs`: the granted writer's next poll (`poll_slow`), or `cancel` before it releases a grant it never polled |
+//! | `WRITER_QUEUED` | the first writer or upgrade to queue, under the wait lock: `write.rs` `write_queue`, `upgrade.rs` `upgrade_queue` | `mod.rs` `WaitLock`'s release (`sync_writer_queued`), once no writer or upgrade is linked |
 //! | `UPGRADABLE` | `upgrade.rs` `try_upgradable_read`, `downgrade_to_upgradable`; `wake.rs` `mark_wake` (a queued upgradable reader granted) | `upgrade.rs` `unlock_upgradable`, `downgrade_upgradable`, `try_upgrade`; `wake.rs` `queued_write_lock` (the upgrade trades it in); `waiter.rs` `cancel` (a dropped upgrade) |
 //!
 //! Reader biases are added by every arriving reader (`read.rs` `read_fast`, taken back by
@@ -61,9 +63,16 @@ pub(crate) const UPGRADABLE: usize = 0b0000_1000;
 /// (`waiter.rs`), or before the release of a grant it never polled (`cancel`).
 pub(crate) const OWNER_PENDING: usize = 0b0001_0000;
 
-/// Bits 5 to 7 are free.
+/// A writer or an upgrade is linked in the wait list (queued readers alone leave it
+/// clear). Changed only under the wait lock: set by a writer or upgrade that queues, cleared
+/// when the wait lock is released with no writer or upgrade left in the list (see the table
+/// above). No fast path looks at it; it is what the read guards' `writer_waiting` reads.
+/// `WAITERS` cannot say it: it is set for queued readers too.
+pub(crate) const WRITER_QUEUED: usize = 0b0010_0000;
+
+/// Bits 6 and 7 are free.
 #[allow(dead_code)] // documents the layout.
-pub(crate) const RESERVED: usize = 0b1110_0000;
+pub(crate) const RESERVED: usize = 0b1100_0000;
 
 /// Shift of the reader count.
 pub(crate) const READER_SHIFT: u32 = 8;
@@ -103,6 +112,7 @@ mod tests {
             HANDOFF,
             UPGRADABLE,
             OWNER_PENDING,
+            WRITER_QUEUED,
             RESERVED,
             READER_MASK,
         ];

@@ -117,6 +117,22 @@ pub(crate) struct WaiterInner {
     /// A waker woke this (writer) node to compete for a free lock. If it then finds the
     /// lock taken, it lost a race, and asks for the handoff at once.
     pub(crate) woken: bool,
+    /// When this acquire started to wait (`lock_stat::now_ns`, set by its owner while the
+    /// node is `Idle`; 0 until then), where it was called from, and whether a release
+    /// already reported it as waiting too long (feature `lock_stat`). Never read by the
+    /// lock's algorithm.
+    #[cfg(feature = "lock_stat")]
+    pub(crate) stat: WaitStat,
+}
+
+/// What `lock_stat` keeps in a node (see [`WaiterInner::stat`]).
+#[cfg(feature = "lock_stat")]
+#[derive(Debug, Default)]
+pub(crate) struct WaitStat {
+    pub(crate) since: u64,
+    pub(crate) site: Option<&'static std::panic::Location<'static>>,
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) reported: bool,
 }
 
 // SAFETY: the raw pointers and the waker inside `inner` are only reached under the wait
@@ -136,6 +152,8 @@ impl Waiter {
                 waker: None,
                 queued_at: None,
                 woken: false,
+                #[cfg(feature = "lock_stat")]
+                stat: WaitStat::default(),
             }),
             state: AtomicU8::new(NodeState::Idle as u8),
             kind,
@@ -217,6 +235,22 @@ impl WaitList {
             cursor = unsafe { self.next(node) };
         }
         len
+    }
+
+    /// Is a writer or an upgrade linked? Walks from the head to the first one: a queue of
+    /// writers answers at its head.
+    pub(crate) fn has_writer(&self) -> bool {
+        let mut cursor = self.head;
+        while let Some(node) = cursor {
+            // SAFETY: linked nodes are alive and `&self` means the wait lock is held.
+            let kind = unsafe { node.as_ref() }.kind;
+            if matches!(kind, WaiterKind::Write | WaiterKind::Upgrade) {
+                return true;
+            }
+            // SAFETY: as above; `node` is linked in `self`.
+            cursor = unsafe { self.next(node) };
+        }
+        false
     }
 
     /// The last node.

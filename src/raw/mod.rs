@@ -36,7 +36,8 @@
 //!   spins with its bias in the count, so that the writer's release leaves it the lock.
 //! - **Upgradable reads, upgrades and downgrades** ([`upgrade`]): one upgradable reader
 //!   beside plain readers; an upgrade queues at the head with `HANDOFF` set and is granted
-//!   the write lock when the other readers have left.
+//!   the write lock when the other readers have left. A timed upgrade whose time runs out
+//!   is stopped: it leaves the queue and keeps the upgradable read lock.
 //! - **Handoff**: when the head waiter has waited longer than the policy's handoff timeout,
 //!   or was woken and lost the race, `HANDOFF` is set and the next release grants the head
 //!   the lock directly; meanwhile nobody else may take it. This bounds the unfairness that
@@ -60,8 +61,10 @@
 //! # Invariants
 //!
 //! The count word's are in [`count`], the wait list's and the nodes' in [`list`]. The
-//! ones that tie them together: `WAITERS` and `HANDOFF` change only under the wait lock;
-//! under it `WAITERS` is set exactly when the list is not empty; every release that leaves
+//! ones that tie them together: `WAITERS`, `HANDOFF` and `WRITER_QUEUED` change only
+//! under the wait lock; under it `WAITERS` is set exactly when the list is not empty (and
+//! `WRITER_QUEUED`, at each release of the wait lock, exactly when a writer or an upgrade
+//! is in it); every release that leaves
 //! the lock free (or, for a writer or an upgradable reader, any release; or a reader's
 //! release that leaves only a pending upgrader, or frees a `max_readers` slot) with
 //! `WAITERS` set calls [`RawRwLock::wake`], so a waiter is never left asleep beside a
@@ -76,6 +79,7 @@ pub(crate) mod policy;
 pub(crate) mod stats;
 
 mod read;
+pub(crate) mod snapshot;
 pub(crate) mod spin;
 mod upgrade;
 mod waiter;
@@ -92,7 +96,7 @@ use std::time::{Duration, Instant};
 
 use self::count::{
     HANDOFF, LOCK_MASK, OWNER_PENDING, READER_SHIFT, READ_FAIL, RESERVED, UPGRADABLE, WAITERS,
-    WRITER_LOCKED,
+    WRITER_LOCKED, WRITER_QUEUED,
 };
 use self::list::{WaitList, WaiterKind, WakeList};
 use self::policy::{Policy, StoredPolicy};
@@ -263,6 +267,31 @@ impl RawRwLock {
             "OWNER_PENDING without a writer (count {count:#x})"
         );
         assert_eq!(count & RESERVED, 0, "reserved bits set (count {count:#x})");
+        assert_eq!(
+            count & WRITER_QUEUED != 0,
+            list.has_writer(),
+            "WRITER_QUEUED must be set exactly when a writer or upgrade is queued (count {count:#x})"
+        );
+    }
+
+    /// Clears [`WRITER_QUEUED`] if it is set and no writer or upgrade is linked any more:
+    /// at every release of the wait lock ([`WaitLock`]), so that no path that unlinks a
+    /// waiter (a grant, a queued writer taking the lock, a cancel, a stopped upgrade)
+    /// has to. Setting it is the queueing writer's (`write_queue`, `upgrade_queue`). Costs
+    /// a load per release of the wait lock, and while the bit is set a walk to the first
+    /// queued writer (the head, in a queue of writers); nothing on the fast paths.
+    #[inline]
+    fn sync_writer_queued(&self, list: &WaitList) {
+        if self.count.load(Relaxed) & WRITER_QUEUED != 0 && !list.has_writer() {
+            self.count.fetch_and(!WRITER_QUEUED, Relaxed);
+        }
+    }
+
+    /// Is a writer or an upgrade queued for the lock? One load of the count word (see
+    /// [`WRITER_QUEUED`]); a snapshot.
+    #[inline]
+    pub(crate) fn writer_queued(&self) -> bool {
+        self.count.load(Relaxed) & WRITER_QUEUED != 0
     }
 
     /// Releases the lock on behalf of a waiter of `kind` that owns it.
@@ -305,10 +334,12 @@ impl RawRwLock {
             .store(count, std::sync::atomic::Ordering::Release);
     }
 
-    /// The count word (tests).
+    /// The count word (tests), without [`WRITER_QUEUED`]: the transition tests spell the
+    /// words in the kernel's bits, and `writer_queued` (whose tests check the bit) reads
+    /// that one; the invariant checks at every release of the wait lock tie it to the list.
     #[cfg(test)]
     pub(crate) fn count_word(&self) -> usize {
-        self.count.load(std::sync::atomic::Ordering::Acquire)
+        self.count.load(std::sync::atomic::Ordering::Acquire) & !WRITER_QUEUED
     }
 
     /// The number of queued waiters (tests).
@@ -347,6 +378,8 @@ impl std::ops::DerefMut for WaitLock<'_> {
 impl Drop for WaitLock<'_> {
     #[inline]
     fn drop(&mut self) {
+        // Also while unwinding: the bit must not outlive the last queued writer.
+        self.raw.sync_writer_queued(&self.list);
         if cfg!(any(debug_assertions, all(test, async_rwsem_loom))) && !std::thread::panicking() {
             self.raw.check_invariants(&self.list);
         }

@@ -75,6 +75,20 @@ pub struct Policy {
     /// (stealing is where the throughput comes from, and the handoff bounds its
     /// unfairness); [`Policy::fifo`] turns it on with the rest of a strict order.
     pub strict_order: bool,
+    /// Dropping a guard that held the lock longer than this emits a `tracing` warning
+    /// (features `lock_stat` and `tracing`; see
+    /// [`warn_held_longer_than`](Policy::warn_held_longer_than)). `None` (the default):
+    /// never.
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "lock_stat", feature = "tracing"))))]
+    pub warn_held_longer_than: Option<Duration>,
+    /// A waiter that has waited longer than this is reported with a `tracing` warning
+    /// (features `lock_stat` and `tracing`; see
+    /// [`warn_waited_longer_than`](Policy::warn_waited_longer_than)). `None` (the
+    /// default): never.
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "lock_stat", feature = "tracing"))))]
+    pub warn_waited_longer_than: Option<Duration>,
 }
 
 impl Policy {
@@ -87,6 +101,10 @@ impl Policy {
         reader_spin: Duration::from_micros(10),
         adaptive_spin: true,
         strict_order: false,
+        #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+        warn_held_longer_than: None,
+        #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+        warn_waited_longer_than: None,
     };
 
     /// The default policy: readers and writers spin for a learned budget of at most 10 us
@@ -246,6 +264,62 @@ impl Policy {
         self
     }
 
+    /// Warns when a guard of the lock is dropped after holding it longer than `limit`
+    /// (features `lock_stat` and `tracing`): a `tracing::warn!` event of target
+    /// `async_rwsem::lock_stat`, message `held the lock too long`, with the fields
+    /// `location` (where the guard was taken), `access` (`read`, `upgradable read` or
+    /// `write`), `held_us` and `lock` (the lock's address). The hold is the guard's whole
+    /// life, across downgrades and upgrades. Emitted after the release: the lock is free
+    /// by then, whatever the subscriber does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{Policy, RwLock};
+    ///
+    /// let lock = RwLock::with_policy(0, Policy::new().warn_held_longer_than(Duration::from_millis(10)));
+    /// assert_eq!(lock.policy().warn_held_longer_than, Some(Duration::from_millis(10)));
+    /// ```
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "lock_stat", feature = "tracing"))))]
+    #[must_use]
+    pub const fn warn_held_longer_than(mut self, limit: Duration) -> Self {
+        self.warn_held_longer_than = Some(limit);
+        self
+    }
+
+    /// Reports acquires that wait longer than `limit` (features `lock_stat` and
+    /// `tracing`), with `tracing::warn!` events of target `async_rwsem::lock_stat`:
+    ///
+    /// - `waiting too long for the lock`, when a holder releases the lock and the head of
+    ///   the queue, still waiting after that release, has waited past `limit` (once per
+    ///   waiter): `location` and `access` are the waiter's, `waited_us` its wait so far,
+    ///   `holder` and `holder_access` the releasing holder's (a waiter that the release
+    ///   itself grants the lock is reported at its grant only);
+    /// - `waited too long for the lock`, when such an acquire finally gets the lock:
+    ///   `location` (the acquire's call; for an upgrade, the `upgrade` call), `access` and
+    ///   `waited_us` (its whole wait).
+    ///
+    /// Both are emitted where the lock is consistent (after the release; once the new
+    /// guard exists), so a panicking subscriber leaves the lock usable. With a limit set,
+    /// a release that leaves waiters queued takes the wait list's mutex briefly, to read
+    /// the head's wait.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{Policy, RwLock};
+    ///
+    /// let policy = Policy::new().warn_waited_longer_than(Duration::from_millis(50));
+    /// assert_eq!(policy.warn_waited_longer_than, Some(Duration::from_millis(50)));
+    /// # drop(RwLock::with_policy((), policy));
+    /// ```
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "lock_stat", feature = "tracing"))))]
+    #[must_use]
+    pub const fn warn_waited_longer_than(mut self, limit: Duration) -> Self {
+        self.warn_waited_longer_than = Some(limit);
+        self
+    }
+
     /// The policy with every field brought into its valid range.
     pub(crate) const fn normalized(mut self) -> Self {
         if self.reader_wake_batch == 0 {
@@ -279,6 +353,12 @@ pub(crate) struct StoredPolicy {
     reader_wake_batch: u8,
     /// [`ADAPTIVE_SPIN`] and [`STRICT_ORDER`].
     flags: u8,
+    /// The warning thresholds in nanoseconds, `u64::MAX` for none (features `lock_stat`
+    /// and `tracing`).
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    warn_held_ns: u64,
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    warn_waited_ns: u64,
 }
 
 /// `StoredPolicy::flags`: `Policy::adaptive_spin`.
@@ -309,6 +389,10 @@ impl StoredPolicy {
             } else {
                 0
             } | if policy.strict_order { STRICT_ORDER } else { 0 },
+            #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+            warn_held_ns: threshold_ns(policy.warn_held_longer_than),
+            #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+            warn_waited_ns: threshold_ns(policy.warn_waited_longer_than),
         }
     }
 
@@ -322,7 +406,25 @@ impl StoredPolicy {
             reader_spin: self.reader_spin(),
             adaptive_spin: self.adaptive_spin(),
             strict_order: self.strict_order(),
+            #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+            warn_held_longer_than: threshold(self.warn_held_ns),
+            #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+            warn_waited_longer_than: threshold(self.warn_waited_ns),
         }
+    }
+
+    /// [`Policy::warn_held_longer_than`] in nanoseconds (`u64::MAX`: none).
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[inline]
+    pub(crate) fn warn_held_ns(&self) -> u64 {
+        self.warn_held_ns
+    }
+
+    /// [`Policy::warn_waited_longer_than`] in nanoseconds (`u64::MAX`: none).
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[inline]
+    pub(crate) fn warn_waited_ns(&self) -> u64 {
+        self.warn_waited_ns
     }
 
     /// The learned spin budgets are used (else the caps).
@@ -375,6 +477,33 @@ impl StoredPolicy {
             h if h & HANDOFF_MICROS != 0 => Duration::from_micros(u64::from(h & !HANDOFF_MICROS)),
             h => Duration::from_nanos(u64::from(h)),
         }
+    }
+}
+
+/// A warning threshold as stored: nanoseconds, cut at `u64::MAX - 1` (584 years);
+/// `u64::MAX` for none.
+#[cfg(all(feature = "lock_stat", feature = "tracing"))]
+const fn threshold_ns(limit: Option<Duration>) -> u64 {
+    match limit {
+        None => u64::MAX,
+        Some(d) => {
+            let nanos = d.as_nanos();
+            if nanos >= u64::MAX as u128 {
+                u64::MAX - 1
+            } else {
+                nanos as u64
+            }
+        }
+    }
+}
+
+/// The threshold back from [`threshold_ns`].
+#[cfg(all(feature = "lock_stat", feature = "tracing"))]
+const fn threshold(ns: u64) -> Option<Duration> {
+    if ns == u64::MAX {
+        None
+    } else {
+        Some(Duration::from_nanos(ns))
     }
 }
 
@@ -434,6 +563,27 @@ mod tests {
         for policy in policies {
             assert_eq!(StoredPolicy::new(policy).policy(), policy);
         }
+    }
+
+    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
+    #[test]
+    fn the_warning_thresholds_are_kept() {
+        let policy = Policy::new()
+            .warn_held_longer_than(Duration::from_micros(1500))
+            .warn_waited_longer_than(Duration::ZERO);
+        let stored = StoredPolicy::new(policy);
+        assert_eq!(stored.policy(), policy);
+        assert_eq!(stored.warn_held_ns(), 1_500_000);
+        assert_eq!(stored.warn_waited_ns(), 0);
+        let none = StoredPolicy::new(Policy::new());
+        assert_eq!(
+            (none.warn_held_ns(), none.warn_waited_ns()),
+            (u64::MAX, u64::MAX)
+        );
+        assert_eq!(none.policy().warn_held_longer_than, None);
+        // Past what `u64` nanoseconds hold: cut, not "never".
+        let huge = StoredPolicy::new(Policy::new().warn_held_longer_than(Duration::MAX));
+        assert_eq!(huge.warn_held_ns(), u64::MAX - 1);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! The upgradable reader is a read lock plus the `UPGRADABLE` bit, at most one at a time,
 //! beside any number of plain readers. Its upgrade queues at the *head* of the wait queue
 //! and sets `HANDOFF`, so that no new reader gets in while the others leave; the last one
-//! out grants it the write lock. Downgrades turn the write lock into a read lock (or the
+//! out grants it the write lock. A timed upgrade that runs out of time is stopped
+//! ([`stop_upgrade`](RawRwLock::stop_upgrade)): the node leaves the queue and the
+//! upgradable read lock stays with its owner. Downgrades turn the write lock into a read lock (or the
 //! upgradable one) in one atomic add, and grant the queued readers beside it.
 
 use std::ptr::NonNull;
@@ -11,8 +13,9 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::task::Waker;
 
 use super::count::*;
-use super::list::{WaitList, Waiter};
+use super::list::{NodeState, WaitList, Waiter};
 use super::stats::lockevent;
+use super::wake::WakeType;
 use super::RawRwLock;
 
 impl RawRwLock {
@@ -176,7 +179,8 @@ impl RawRwLock {
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
             unsafe { list.enqueue(node, waker, true) };
             lockevent!(self, sleep_writer);
-            self.count.fetch_or(WAITERS | HANDOFF, Relaxed);
+            self.count
+                .fetch_or(WAITERS | HANDOFF | WRITER_QUEUED, Relaxed);
             // The other readers may have left before the bits were set (their unlock saw
             // no waiters): look again.
             // SAFETY: the node is ours and linked in `list`, which we hold.
@@ -221,5 +225,61 @@ impl RawRwLock {
             unsafe { self.unlink_own(list, node) };
         }
         won
+    }
+
+    /// Stops a queued upgrade but keeps the upgradable read lock (a timed upgrade whose
+    /// time ran out). Returns `true` if the upgrade was granted the write lock first (the
+    /// grant and the deadline crossed): the caller owns the write lock, and may keep it
+    /// (it asked for it, and got it in time). Otherwise the node is unlinked, the caller
+    /// owns the upgradable read lock, as before the upgrade, and the queue is as if the
+    /// upgrade had never been asked for: the `HANDOFF` it set passes to the next head, as
+    /// for a cancelled head, and the waiters it held back are granted if they may go now
+    /// (readers beside the upgradable reader; a writer still waits for it).
+    ///
+    /// Runs foreign code (the node's waker is dropped, the granted readers' wakers are
+    /// woken) only once the node is unlinked and the count word holds the upgradable read
+    /// lock again: the caller must be ready for an unwind that leaves it owning that lock.
+    ///
+    /// # Safety
+    ///
+    /// `node` is the caller's own upgrade node, queued on `self` (linked or granted since),
+    /// and pinned; the caller owned the upgradable read lock when it queued it. After this
+    /// call the node is not linked and may be freed.
+    pub(crate) unsafe fn stop_upgrade(&self, node: NonNull<Waiter>) -> bool {
+        // SAFETY: the node is alive (the caller owns it).
+        let waiter = unsafe { node.as_ref() };
+        debug_assert_eq!(waiter.kind, super::list::WaiterKind::Upgrade);
+        if waiter.state(Acquire) == NodeState::Granted {
+            return true;
+        }
+        let (granted, waker) = self.with_wait_list(|list, wakers| {
+            match waiter.state(Relaxed) {
+                // Granted meanwhile, under the wait lock we then took.
+                NodeState::Granted => return (true, None),
+                NodeState::Idle => unreachable!("a queued upgrade node is never idle"),
+                NodeState::Waiting => {}
+            }
+            let was_head = list.head() == Some(node);
+            // SAFETY: `Waiting` means linked; we hold the wait lock.
+            let waker = unsafe {
+                list.remove(node);
+                waiter.with_inner(|inner| inner.waker.take())
+            };
+            waiter.set_state(NodeState::Idle, Relaxed);
+            if list.is_empty() {
+                self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+            } else if was_head {
+                // The next head inherits the handoff; readers behind the upgrade may share
+                // the lock with the upgradable reader now.
+                self.mark_wake(list, WakeType::Any, wakers);
+            }
+            (false, waker)
+        });
+        // Foreign code, with nothing linked and the wait lock released.
+        drop(waker);
+        if !granted {
+            lockevent!(self, wlock_cancel);
+        }
+        granted
     }
 }

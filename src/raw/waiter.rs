@@ -64,6 +64,10 @@ pub(crate) struct LockFuture<'a> {
     /// When this acquire first had to wait (feature `tracing`).
     #[cfg(feature = "tracing")]
     waiting_since: Option<std::time::Instant>,
+    /// When this acquire entered its slow path (`lock_stat::now_ns`; 0: not yet), for its
+    /// wait (feature `lock_stat`).
+    #[cfg(feature = "lock_stat")]
+    stat_since: u64,
     /// Structurally pinned: never moved out of, only reached through `&`.
     node: Waiter,
 }
@@ -122,8 +126,25 @@ impl<'a> LockFuture<'a> {
             phase: Phase::Init,
             #[cfg(feature = "tracing")]
             waiting_since: None,
-            node: Waiter::new(kind),
+            #[cfg(feature = "lock_stat")]
+            stat_since: 0,
+            node: Self::node(lock, kind),
         }
+    }
+
+    /// The node, with the site of the acquire that makes this future under `lock_stat`
+    /// (announced on this thread just before: `observe::acquiring`).
+    #[inline]
+    #[cfg_attr(not(feature = "lock_stat"), allow(unused_variables))]
+    fn node(lock: &RawRwLock, kind: WaiterKind) -> Waiter {
+        let node = Waiter::new(kind);
+        #[cfg(feature = "lock_stat")]
+        {
+            let site = crate::lock_stat::acquiring_site(std::ptr::from_ref(lock).cast());
+            // SAFETY: the node is `Idle` and ours alone (not even pinned yet).
+            unsafe { node.with_inner(|inner| inner.stat.site = site) };
+        }
+        node
     }
 }
 
@@ -162,6 +183,15 @@ impl LockFuture<'_> {
     /// first has to wait, one when it gets the lock (or gives up), with the wait time.
     #[inline]
     fn poll_slow_traced(&mut self, cx: &mut Context<'_>, bias: Option<ReaderBias<'_>>) -> Poll<()> {
+        #[cfg(feature = "lock_stat")]
+        if self.stat_since == 0 {
+            // The wait starts: the first slow-path poll, the node still `Idle`.
+            let since = crate::lock_stat::now_ns();
+            self.stat_since = since;
+            // SAFETY: the first poll of the slow path: the node is `Idle` (not yet
+            // queued) and ours.
+            unsafe { self.node.with_inner(|inner| inner.stat.since = since) };
+        }
         let poll = self.poll_slow(cx, bias);
         #[cfg(feature = "tracing")]
         match (&poll, self.waiting_since) {
@@ -189,6 +219,20 @@ impl LockFuture<'_> {
                 std::mem::forget(release);
             }
             _ => {}
+        }
+        // Last, after any foreign code: the token made next, in this same poll, takes the
+        // wait (`lock_stat::granted`).
+        #[cfg(feature = "lock_stat")]
+        if poll.is_ready() {
+            // SAFETY: the lock is ours: the node is `Granted` or `Idle`, unlinked, and only
+            // its owner touches it.
+            let site = unsafe { self.node.with_inner(|inner| inner.stat.site) };
+            crate::lock_stat::granted(
+                std::ptr::from_ref(self.lock).cast(),
+                self.node.kind,
+                self.stat_since,
+                site,
+            );
         }
         poll
     }
@@ -298,6 +342,63 @@ impl LockFuture<'_> {
 }
 
 impl LockFuture<'_> {
+    /// Stops an upgrade before it completes, keeping the upgradable read lock: for a
+    /// timed upgrade whose time ran out. Returns `true` if the write lock was granted
+    /// first (then the caller owns it), `false` if the caller owns the upgradable read
+    /// lock again. Either way the future is done: its drop releases nothing.
+    ///
+    /// Cancel safe and unwind safe: [`RawRwLock::stop_upgrade`] runs foreign code only
+    /// once the node is unlinked, and meanwhile the phase is `Init`, whose drop releases
+    /// the upgradable read lock; so an unwind leaves nothing linked and nothing held.
+    pub(crate) fn stop_upgrade(self: Pin<&mut Self>) -> bool {
+        // SAFETY: nothing is moved out; the node stays where it is.
+        let this = unsafe { self.get_unchecked_mut() };
+        debug_assert_eq!(this.node.kind, WaiterKind::Upgrade);
+        match this.phase {
+            // Never polled: it still holds the upgradable read lock, and nothing else.
+            Phase::Init => {
+                this.phase = Phase::Done;
+                false
+            }
+            Phase::Queued => {
+                let node = NonNull::from(&this.node);
+                let upgraded = this.node.state(Acquire) == NodeState::Granted || {
+                    // An unwind out of the call finds the node unlinked and the upgradable
+                    // read lock held (`stop_upgrade` runs foreign code only then), which
+                    // `Init`'s drop releases; if the upgrade was granted, none runs.
+                    this.phase = Phase::Init;
+                    // SAFETY: the node is ours, pinned (we were polled), queued on this
+                    // lock; the phase no longer says `Queued`, so our drop will not touch
+                    // it again.
+                    unsafe { this.lock.stop_upgrade(node) }
+                };
+                this.phase = Phase::Done;
+                #[cfg(feature = "tracing")]
+                if let Some(since) = this.waiting_since.take() {
+                    // The subscriber is foreign code: if it panics, release what we hold.
+                    let held = if upgraded {
+                        WaiterKind::Upgrade
+                    } else {
+                        WaiterKind::UpgradableRead
+                    };
+                    let release = ReleaseOnUnwind(this.lock, held);
+                    tracing::trace!(
+                        target: "async_rwsem::contention",
+                        lock = ?std::ptr::from_ref(this.lock),
+                        kind = %this.node.kind.event_name(),
+                        wait_us = since.elapsed().as_micros() as u64,
+                        acquired = upgraded,
+                        "contention_end"
+                    );
+                    std::mem::forget(release);
+                }
+                upgraded
+            }
+            Phase::Done => panic!("an upgrade stopped after it completed"),
+            Phase::Yielding(_) | Phase::FastFailed(_) => unreachable!("not an upgrade's phase"),
+        }
+    }
+
     /// A writer that could not take the lock: it yields to the executor (wakes itself and
     /// returns `Pending`) while `yields` last, then queues.
     fn yield_or_queue(&mut self, cx: &mut Context<'_>, yields: u32) -> Poll<()> {

@@ -245,10 +245,14 @@ impl RawRwLock {
             unsafe { list.enqueue(node, waker, false) };
             lockevent!(self, sleep_writer);
             if first {
-                self.count.fetch_or(WAITERS, Relaxed);
+                self.count.fetch_or(WAITERS | WRITER_QUEUED, Relaxed);
             } else {
+                let mut count = self.count.load(Relaxed);
+                if count & WRITER_QUEUED == 0 {
+                    // The first writer behind queued readers.
+                    count = self.count.fetch_or(WRITER_QUEUED, Relaxed);
+                }
                 // Others wait already: readers at the head may be grantable now.
-                let count = self.count.load(Relaxed);
                 self.cond_wake(list, count, wakers);
             }
             // Just queued: the head only if nobody else waits, and not yet due a handoff

@@ -5,7 +5,7 @@
 //! needed; a timed one drops (cancels) the future at its deadline.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
@@ -59,6 +59,15 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 /// runtime a spent budget would defer the wake-up until the task's poll returns, which a
 /// blocked thread never does.
 fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
+    poll_until(pin!(future), deadline)
+}
+
+/// [`block_on_until`] for a pinned future that the caller keeps: on `None` it is left
+/// pending, for the caller to stop or drop (a timed upgrade's).
+pub(super) fn poll_until<F: Future + ?Sized>(
+    future: Pin<&mut F>,
+    deadline: Option<Instant>,
+) -> Option<F::Output> {
     #[cfg(feature = "tokio")]
     let future = super::coop::unconstrained(future);
     let mut future = pin!(future);
@@ -86,7 +95,7 @@ fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::
 
 /// The deadline `timeout` from now; `None` (no deadline) if that is past what an
 /// `Instant` can hold.
-fn deadline_in(timeout: Duration) -> Option<Instant> {
+pub(super) fn deadline_in(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
 }
 

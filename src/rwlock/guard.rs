@@ -109,6 +109,58 @@ impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
 }
 
 impl<T: ?Sized> RwLockReadGuard<'_, T> {
+    /// Is a writer (or an upgrade of the upgradable read lock) queued for this lock? For a
+    /// long section under a read lock that can stop and go on later: check it every so
+    /// often, and on `true` release the guard, let the writer in, and lock again
+    /// (`examples/long_reader.rs` resumes a scan where it stopped).
+    ///
+    /// One relaxed load of the lock's count word, whose `WRITER_QUEUED` bit the wait queue
+    /// keeps (set by the first writer or upgrade to queue, cleared when the last one
+    /// leaves the queue; queued readers alone leave it clear): a snapshot, perhaps stale
+    /// by the time it is used. A writer on its way to the queue, spinning or yielding to
+    /// its executor (the policy's `writer_spin` and `writer_yields`: microseconds and a
+    /// few polls), is not seen until it queues.
+    ///
+    /// How the writer gets in once told (the tests in `tests/writer_waiting.rs` show each):
+    /// - [`unlock_fair`](Self::unlock_fair), then lock again: the queue's head is handed
+    ///   the lock as soon as the last reader is out, and the new acquire queues behind
+    ///   it, whatever the policy.
+    /// - A plain drop, then lock again, under the default [`Policy`](crate::Policy): the
+    ///   release of the last reader wakes the writer; an acquire that comes before the
+    ///   woken writer runs takes the lock back (a reader steals a free lock when no
+    ///   handoff is pending), and the writer, finding it taken, asks for the handoff at
+    ///   once: the next release hands it the lock. So it gets in at the second release at
+    ///   the latest.
+    /// - A plain drop under `strict_order(true)` or a zero `handoff_timeout` (as in
+    ///   [`Policy::fifo`](crate::Policy::fifo)): the new acquire queues behind the writer,
+    ///   which gets in at the first release.
+    /// - A plain drop with the handoff off (`handoff_timeout(Duration::MAX)`): an acquire
+    ///   may take the lock back at every release, and the writer may never get in. Use
+    ///   `unlock_fair` there.
+    ///
+    /// An associated function (`RwLockReadGuard::writer_waiting(&guard)`), not a method,
+    /// so that it does not hide a method of the same name on the value.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockReadGuard};
+    /// use tokio_test::{assert_pending, assert_ready, task::spawn};
+    ///
+    /// let lock = RwLock::new(0);
+    /// let guard = lock.try_read().unwrap();
+    /// assert!(!RwLockReadGuard::writer_waiting(&guard));
+    /// let mut writer = spawn(lock.write());
+    /// assert_pending!(writer.poll()); // it spins, then yields once (the default policy)
+    /// assert!(!RwLockReadGuard::writer_waiting(&guard)); // not queued yet
+    /// assert_pending!(writer.poll()); // queued behind the reader
+    /// assert!(RwLockReadGuard::writer_waiting(&guard));
+    /// RwLockReadGuard::unlock_fair(guard); // hands the writer the lock
+    /// *assert_ready!(writer.poll()) += 1;
+    /// ```
+    #[inline]
+    pub fn writer_waiting(this: &Self) -> bool {
+        this.token.lock().writer_queued()
+    }
+
     /// Releases the read lock fairly, as `parking_lot`'s `unlock_fair`: if anyone is
     /// queued, the head of the queue is handed the lock as soon as it is free (at once if
     /// this was the last reader), and no task arriving meanwhile takes it first, whatever

@@ -137,6 +137,31 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
 }
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
+    /// Is a writer (or an upgrade) queued for this lock? As
+    /// [`RwLockReadGuard::writer_waiting`](crate::RwLockReadGuard::writer_waiting), which
+    /// says what to do with the answer under each policy: one load of the count word.
+    ///
+    /// An associated function (`OwnedRwLockReadGuard::writer_waiting(&guard)`), not a
+    /// method.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockReadGuard, RwLock};
+    /// use tokio_test::{assert_pending, task::spawn};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let guard = Arc::clone(&lock).try_read_owned().unwrap();
+    /// let mut writer = spawn(lock.write());
+    /// assert!(!OwnedRwLockReadGuard::writer_waiting(&guard));
+    /// assert_pending!(writer.poll()); // it yields once, then queues
+    /// assert_pending!(writer.poll());
+    /// assert!(OwnedRwLockReadGuard::writer_waiting(&guard));
+    /// ```
+    #[inline]
+    pub fn writer_waiting(this: &Self) -> bool {
+        this.token.lock().raw.writer_queued()
+    }
+
     /// Releases the read lock fairly: if anyone is queued, the head of the queue is handed
     /// the lock, and no task arriving meanwhile takes it first, then drops the guard's
     /// `Arc` (see [`RwLockReadGuard::unlock_fair`](crate::RwLockReadGuard::unlock_fair)).

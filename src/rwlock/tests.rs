@@ -793,9 +793,8 @@ fn read_guards_are_covariant() {
 
 /// Each guard is two pointers, to its lock (the raw lock, or an owned guard's `Arc`, held
 /// in its lock token) and to its value: two words over a sized value, three over a slice;
-/// and `Option` of a guard is no larger (neither pointer is ever null). (The feature
-/// `lockdep` adds the held entry's place to every token.)
-#[cfg(not(feature = "lockdep"))]
+/// and `Option` of a guard is no larger (neither pointer is ever null). The observers'
+/// features add their per-hold state (`lock_stat`: 4 words).
 #[test]
 fn guard_sizes() {
     use std::mem::size_of;
@@ -803,20 +802,43 @@ fn guard_sizes() {
     use crate::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadGuard};
 
     const WORD: usize = size_of::<usize>();
-    assert_eq!(size_of::<RwLockReadGuard<'static, u64>>(), 2 * WORD);
-    assert_eq!(size_of::<RwLockReadGuard<'static, [u8]>>(), 3 * WORD);
-    assert_eq!(size_of::<Option<RwLockReadGuard<'static, u64>>>(), 2 * WORD);
-    assert_eq!(size_of::<RwLockWriteGuard<'static, u64>>(), 2 * WORD);
-    assert_eq!(size_of::<RwLockMappedWriteGuard<'static, u64>>(), 2 * WORD);
-    assert_eq!(size_of::<RwLockMappedWriteGuard<'static, [u8]>>(), 3 * WORD);
+    // What the observers keep per hold (`observe::Held`): nothing without their features.
+    const HELD: usize = size_of::<crate::observe::Held>();
+    assert_eq!(size_of::<RwLockReadGuard<'static, u64>>(), 2 * WORD + HELD);
+    assert_eq!(size_of::<RwLockReadGuard<'static, [u8]>>(), 3 * WORD + HELD);
+    assert_eq!(
+        size_of::<Option<RwLockReadGuard<'static, u64>>>(),
+        2 * WORD + HELD
+    );
+    assert_eq!(size_of::<RwLockWriteGuard<'static, u64>>(), 2 * WORD + HELD);
+    assert_eq!(
+        size_of::<RwLockMappedWriteGuard<'static, u64>>(),
+        2 * WORD + HELD
+    );
+    assert_eq!(
+        size_of::<RwLockMappedWriteGuard<'static, [u8]>>(),
+        3 * WORD + HELD
+    );
     assert_eq!(
         size_of::<RwLockUpgradableReadGuard<'static, u64>>(),
-        2 * WORD
+        2 * WORD + HELD
     );
-    assert_eq!(size_of::<OwnedRwLockReadGuard<u64>>(), 2 * WORD);
-    assert_eq!(size_of::<OwnedRwLockReadGuard<Vec<u8>, [u8]>>(), 3 * WORD);
-    assert_eq!(size_of::<Option<OwnedRwLockReadGuard<u64>>>(), 2 * WORD);
-    assert_eq!(size_of::<OwnedRwLockWriteGuard<u64>>(), 2 * WORD);
-    assert_eq!(size_of::<OwnedRwLockMappedWriteGuard<u64>>(), 2 * WORD);
-    assert_eq!(size_of::<OwnedRwLockUpgradableReadGuard<u64>>(), 2 * WORD);
+    assert_eq!(size_of::<OwnedRwLockReadGuard<u64>>(), 2 * WORD + HELD);
+    assert_eq!(
+        size_of::<OwnedRwLockReadGuard<Vec<u8>, [u8]>>(),
+        3 * WORD + HELD
+    );
+    assert_eq!(
+        size_of::<Option<OwnedRwLockReadGuard<u64>>>(),
+        2 * WORD + HELD
+    );
+    assert_eq!(size_of::<OwnedRwLockWriteGuard<u64>>(), 2 * WORD + HELD);
+    assert_eq!(
+        size_of::<OwnedRwLockMappedWriteGuard<u64>>(),
+        2 * WORD + HELD
+    );
+    assert_eq!(
+        size_of::<OwnedRwLockUpgradableReadGuard<u64>>(),
+        2 * WORD + HELD
+    );
 }

@@ -1,10 +1,15 @@
 //! Acquires with a time limit (feature `tokio`): the acquire future under
 //! `tokio::time::timeout`. The acquire is cancel safe, so an expired one holds nothing and
-//! leaves nothing queued.
+//! leaves nothing queued. The upgrades with a time limit (`upgrade_timeout`, beside the
+//! upgradable guards) race the upgrade against a `tokio::time::Sleep` here
+//! ([`race_upgrade`]), and stop the upgrade instead of dropping it when the time runs
+//! out, so that the upgradable guard comes back.
 
 use std::error::Error;
 use std::fmt;
-use std::future::Future;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
@@ -141,4 +146,23 @@ impl<T: ?Sized> RwLock<T> {
                 .map_err(|_| Elapsed(()))
         }
     }
+}
+
+/// Polls `upgrade` until it completes (`Some`) or `sleep` has elapsed (`None`, the upgrade
+/// left pending for the caller to stop). The upgrade is polled first, as
+/// `tokio::time::timeout` polls its future first: one that can complete at once does,
+/// even with a zero timeout. The caller keeps the `Sleep` alive until the upgrade is
+/// stopped: dropping it drops a waker (foreign code), which must not run while the
+/// upgrade may still be stopped instead of cancelled.
+pub(super) async fn race_upgrade<F: Future + ?Sized>(
+    mut upgrade: Pin<&mut F>,
+    mut sleep: Pin<&mut tokio::time::Sleep>,
+) -> Option<F::Output> {
+    poll_fn(|cx| {
+        if let Poll::Ready(done) = upgrade.as_mut().poll(cx) {
+            return Poll::Ready(Some(done));
+        }
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }

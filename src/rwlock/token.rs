@@ -452,6 +452,113 @@ impl<'a> Future for Upgrading<'a> {
     }
 }
 
+// The timed upgrades: an upgrade that, when its time runs out, is stopped instead of
+// dropped, and gives back the token of the upgradable read lock
+// ([`LockFuture::stop_upgrade`]; the waiting itself is in `blocking` and `timeout`).
+
+#[cfg(any(feature = "tokio", all(test, async_rwsem_loom)))]
+impl<'a> Upgrading<'a> {
+    /// Stops the upgrade (its time ran out) but keeps the upgradable read lock: the token
+    /// of the write lock if it was granted first, else that of the upgradable read lock.
+    /// The future is done afterwards.
+    pub(crate) fn stop(
+        self: Pin<&mut Self>,
+    ) -> Result<BorrowedToken<'a, Write>, BorrowedToken<'a, Upgradable>> {
+        // SAFETY: `acquire` is structurally pinned (as in `poll`).
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above.
+        let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
+        let upgraded = acquire.stop_upgrade();
+        let held = this.held.take();
+        // SAFETY: the stop says which lock we own.
+        unsafe { Token::after_timed_upgrade(this.lock, held, upgraded) }
+    }
+}
+
+impl<L: RawRef> Token<L, Upgradable> {
+    /// Upgrades to the write lock (from `site`), blocking the thread until `deadline` at
+    /// most (`None`: no deadline): the token of the write lock, or, when the time ran
+    /// out, that of the upgradable read lock, held throughout. Polled once more at the
+    /// deadline, so an upgrade granted in time is kept. For both upgradable guards'
+    /// `try_upgrade_for` and `try_upgrade_until`.
+    pub(crate) fn upgrade_until(
+        self,
+        site: Site,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Token<L, Write>, Self> {
+        // While the token exists: a panic in the observer releases the lock.
+        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        let (lock, held) = self.into_parts();
+        let (upgraded, held) = {
+            // Declared before the acquire future: an unwind drops that first (it releases
+            // the lock), then this, which tells the observers.
+            let held = InFlight::new(lock.raw(), WaiterKind::UpgradableRead, held);
+            // SAFETY: the token's upgradable read lock goes to the acquire future.
+            let mut acquire = std::pin::pin!(unsafe { LockFuture::upgrade(lock.raw()) });
+            let upgraded = super::blocking::poll_until(acquire.as_mut(), deadline).is_some()
+                || acquire.as_mut().stop_upgrade();
+            (upgraded, held.into_inner())
+        };
+        // SAFETY: the upgrade (or the stop) says which lock we own.
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+    }
+
+    /// As [`upgrade_until`](Self::upgrade_until), awaiting the upgrade for `timeout` at
+    /// most (feature `tokio`), for both upgradable guards' `upgrade_timeout`. Dropped
+    /// before it resolves, the future releases the lock altogether, as an upgrade's does.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn upgrade_timeout(
+        self,
+        site: Site,
+        timeout: std::time::Duration,
+    ) -> Result<Token<L, Write>, Self> {
+        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        let (lock, held) = self.into_parts();
+        let (upgraded, held) = {
+            let held = InFlight::new(lock.raw(), WaiterKind::UpgradableRead, held);
+            // The `Sleep` outlives the stop (see `race_upgrade`).
+            let sleep = std::pin::pin!(tokio::time::sleep(timeout));
+            // SAFETY: the token's upgradable read lock goes to the acquire future.
+            let mut acquire = std::pin::pin!(unsafe { LockFuture::upgrade(lock.raw()) });
+            let upgraded = super::timeout::race_upgrade(acquire.as_mut(), sleep)
+                .await
+                .is_some()
+                || acquire.as_mut().stop_upgrade();
+            (upgraded, held.into_inner())
+        };
+        // SAFETY: the upgrade (or the stop) says which lock we own.
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+    }
+
+    /// The end of a timed upgrade: the token of the write lock (the observers told of the
+    /// change) if `upgraded`, else that of the upgradable read lock, with `held`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the write lock of `lock` if `upgraded`, else its upgradable read
+    /// lock; `held` is what the observers know of that hold.
+    unsafe fn after_timed_upgrade(
+        lock: L,
+        held: Held,
+        upgraded: bool,
+    ) -> Result<Token<L, Write>, Self> {
+        if upgraded {
+            // SAFETY: the caller's promise: we own the write lock.
+            let mut token = unsafe { Token::<L, Write>::from_parts(lock, held) };
+            observe::changed(
+                token.lock.raw(),
+                WaiterKind::UpgradableRead,
+                WaiterKind::Write,
+                &mut token.held,
+            );
+            Ok(token)
+        } else {
+            // SAFETY: the caller's promise: we own the upgradable read lock.
+            Err(unsafe { Self::from_parts(lock, held) })
+        }
+    }
+}
+
 /// Takes the lock of `raw` in mode `M` if its fast path can; otherwise returns the lock
 /// future (with its wait-list node) to await, which goes on from where the fast path
 /// stopped. So an uncontended acquire builds no future and no node. Cancel safe, as the

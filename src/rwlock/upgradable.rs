@@ -10,7 +10,9 @@
 //! In the count word the upgradable reader is a reader bias plus the `UPGRADABLE` bit. An
 //! upgrade that must wait queues at the *head* of the wait queue and sets the handoff bit:
 //! new readers queue behind it, the readers inside drain, and the last one out grants it
-//! the write lock.
+//! the write lock. A timed upgrade (`try_upgrade_for`, `try_upgrade_until`,
+//! `upgrade_timeout`) whose time runs out is stopped rather than dropped: its node leaves
+//! the queue and the guard comes back with the upgradable read lock it held throughout.
 
 use std::fmt;
 use std::future::Future;
@@ -20,6 +22,7 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use super::guard::{RwLockReadGuard, RwLockWriteGuard};
 use super::owned::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
@@ -133,6 +136,148 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
         }
     }
 
+    /// Upgrades to the write lock from synchronous code, blocking the thread while the
+    /// other readers leave, for `timeout` at most (`parking_lot`'s `try_upgrade_for`). If
+    /// the time runs out the guard comes back in `Err`, still holding the upgradable read
+    /// lock (no writer got in meanwhile), and the queue is as if the upgrade had never
+    /// been asked for: readers it held back may share the lock with the guard again. An
+    /// upgrade that can complete at once does, even with a zero `timeout`; one granted
+    /// just as the time runs out is kept (`Ok`). Needs no runtime; never call it from
+    /// async code (see [`RwLock::blocking_read`]'s deadlock warning): there, use
+    /// `upgrade_timeout` (feature `tokio`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    ///
+    /// let lock = RwLock::new(0);
+    /// let up = lock.try_upgradable_read().unwrap();
+    /// let r = lock.try_read().unwrap();
+    /// // `r` stays: the upgrade runs out of time, and the guard comes back.
+    /// let up = RwLockUpgradableReadGuard::try_upgrade_for(up, Duration::from_millis(5)).unwrap_err();
+    /// assert!(lock.try_read().is_ok()); // readers share the lock with it again
+    /// drop(r);
+    /// let mut w = RwLockUpgradableReadGuard::try_upgrade_for(up, Duration::from_millis(5)).unwrap();
+    /// *w = 1;
+    /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn try_upgrade_for(this: Self, timeout: Duration) -> Result<RwLockWriteGuard<'a, T>, Self> {
+        Self::upgrade_until(this, Site::caller(), super::blocking::deadline_in(timeout))
+    }
+
+    /// [`try_upgrade_for`](Self::try_upgrade_for) with a deadline instead of a timeout
+    /// (`parking_lot`'s `try_upgrade_until`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, Instant};
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let r = Arc::clone(&lock).try_read_owned().unwrap();
+    /// let reader = std::thread::spawn(move || {
+    ///     std::thread::sleep(Duration::from_millis(10));
+    ///     drop(r); // the upgrade gets the lock when this reader leaves
+    /// });
+    /// let up = lock.try_upgradable_read().unwrap();
+    /// let deadline = Instant::now() + Duration::from_secs(60);
+    /// let mut w = RwLockUpgradableReadGuard::try_upgrade_until(up, deadline).unwrap();
+    /// *w = 1;
+    /// # drop(w);
+    /// reader.join().unwrap();
+    /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn try_upgrade_until(
+        this: Self,
+        deadline: Instant,
+    ) -> Result<RwLockWriteGuard<'a, T>, Self> {
+        Self::upgrade_until(this, Site::caller(), Some(deadline))
+    }
+
+    fn upgrade_until(
+        this: Self,
+        site: Site,
+        deadline: Option<Instant>,
+    ) -> Result<RwLockWriteGuard<'a, T>, Self> {
+        let data = this.data;
+        match this.token.upgrade_until(site, deadline) {
+            // SAFETY: the whole value, under the write lock the upgradable read lock
+            // became.
+            Ok(token) => Ok(unsafe { RwLockWriteGuard::new(token, data) }),
+            // SAFETY: the same lock and value, its upgradable read lock kept.
+            Err(token) => Err(unsafe { Self::new(token, data) }),
+        }
+    }
+
+    /// Upgrades to the write lock as [`upgrade`](Self::upgrade) does, giving up after
+    /// `timeout` (feature `tokio`). If the time runs out the guard comes back in `Err`,
+    /// still holding the upgradable read lock, and the queue is as if the upgrade had
+    /// never been asked for (readers it held back may share the lock with the guard
+    /// again; a queued writer still waits for it). An upgrade that can complete at once
+    /// does, even with a zero `timeout`; one granted just as the time runs out is kept
+    /// (`Ok`): it got the lock in time, and giving it back would only make the caller ask
+    /// again. Needs a tokio runtime with the time driver (it panics otherwise, as
+    /// `tokio::time::sleep` does).
+    ///
+    /// Why not `tokio::time::timeout(d, RwLockUpgradableReadGuard::upgrade(guard))`: the
+    /// guard is moved into the upgrade future, and when the time runs out `timeout` drops
+    /// that future, which cancels the upgrade *and releases the lock*: the caller has
+    /// neither guard, and a writer may get in before it locks again, so whatever it read
+    /// under the upgradable guard may be stale. This function stops the upgrade instead
+    /// and gives the lock back as it was.
+    ///
+    /// Dropping the returned future before it resolves releases the lock altogether, as
+    /// dropping [`upgrade`](Self::upgrade)'s does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = RwLock::new(0);
+    /// let up = lock.upgradable_read().await;
+    /// let r = lock.read().await;
+    /// let up = RwLockUpgradableReadGuard::upgrade_timeout(up, Duration::from_millis(5))
+    ///     .await
+    ///     .unwrap_err(); // `r` stayed; the guard is back
+    /// assert_eq!(*lock.read().await, 0); // and readers share the lock with it again
+    /// drop(r);
+    /// let mut w = RwLockUpgradableReadGuard::upgrade_timeout(up, Duration::from_millis(5))
+    ///     .await
+    ///     .unwrap();
+    /// *w = 1;
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgrade_timeout(
+        this: Self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<RwLockWriteGuard<'a, T>, Self>> {
+        // Made here, so that the upgrade's site is the caller's.
+        let upgrade = Self::upgrade(this);
+        async move {
+            // The `Sleep` outlives the stop (see `race_upgrade`).
+            let sleep = std::pin::pin!(tokio::time::sleep(timeout));
+            let mut upgrade = std::pin::pin!(upgrade);
+            match super::timeout::race_upgrade(upgrade.as_mut(), sleep).await {
+                Some(write) => Ok(write),
+                None => upgrade.stop(),
+            }
+        }
+    }
+
     /// Gives up the right to upgrade: the guard becomes a plain read guard, and a queued
     /// upgradable reader may get in.
     ///
@@ -152,6 +297,31 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
 }
 
 impl<T: ?Sized> RwLockUpgradableReadGuard<'_, T> {
+    /// Is a writer queued for this lock? As
+    /// [`RwLockReadGuard::writer_waiting`], which says what to do with the answer under
+    /// each policy: one load of the count word. (An upgrade cannot be queued beside this
+    /// guard: it is the one upgradable reader.)
+    ///
+    /// An associated function (`RwLockUpgradableReadGuard::writer_waiting(&guard)`), not
+    /// a method.
+    ///
+    /// ```
+    /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+    /// use tokio_test::{assert_pending, task::spawn};
+    ///
+    /// let lock = RwLock::new(0);
+    /// let up = lock.try_upgradable_read().unwrap();
+    /// let mut writer = spawn(lock.write());
+    /// assert!(!RwLockUpgradableReadGuard::writer_waiting(&up));
+    /// assert_pending!(writer.poll()); // it yields once, then queues
+    /// assert_pending!(writer.poll());
+    /// assert!(RwLockUpgradableReadGuard::writer_waiting(&up));
+    /// ```
+    #[inline]
+    pub fn writer_waiting(this: &Self) -> bool {
+        this.token.lock().writer_queued()
+    }
+
     /// Releases the upgradable read lock fairly: if anyone is queued, the head of the queue
     /// is handed the lock, and no task arriving meanwhile takes it first (see
     /// [`RwLockReadGuard::unlock_fair`]).
@@ -220,6 +390,27 @@ impl<'a, T: ?Sized> Future for Upgrade<'a, T> {
             // SAFETY: the whole value, under the write lock the upgrade ended with.
             Poll::Ready(token) => Poll::Ready(unsafe { RwLockWriteGuard::new(token, this.data) }),
             Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<'a, T: ?Sized> Upgrade<'a, T> {
+    /// Stops the upgrade but keeps the upgradable read lock (for
+    /// [`RwLockUpgradableReadGuard::upgrade_timeout`]): the write guard if the upgrade was
+    /// granted first, else the upgradable guard. The future is done afterwards.
+    #[cfg(any(feature = "tokio", all(test, async_rwsem_loom)))]
+    pub(crate) fn stop(
+        self: Pin<&mut Self>,
+    ) -> Result<RwLockWriteGuard<'a, T>, RwLockUpgradableReadGuard<'a, T>> {
+        // SAFETY: `upgrading` is structurally pinned (as in `poll`).
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above.
+        let upgrading = unsafe { Pin::new_unchecked(&mut this.upgrading) };
+        match upgrading.stop() {
+            // SAFETY: the whole value, under the write lock the upgrade ended with.
+            Ok(token) => Ok(unsafe { RwLockWriteGuard::new(token, this.data) }),
+            // SAFETY: the whole value, under the upgradable read lock kept.
+            Err(token) => Err(unsafe { RwLockUpgradableReadGuard::new(token, this.data) }),
         }
     }
 }
@@ -322,6 +513,130 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
         }
     }
 
+    /// Upgrades to the write lock from synchronous code, waiting for `timeout` at most, as
+    /// [`RwLockUpgradableReadGuard::try_upgrade_for`]: on expiry the guard comes back in
+    /// `Err`, still holding the upgradable read lock. Never call it from async code.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// let r = lock.try_read().unwrap();
+    /// let up = OwnedRwLockUpgradableReadGuard::try_upgrade_for(up, Duration::ZERO).unwrap_err();
+    /// drop(r);
+    /// *OwnedRwLockUpgradableReadGuard::try_upgrade_for(up, Duration::ZERO).unwrap() = 1;
+    /// assert_eq!(*lock.try_read().unwrap(), 1);
+    /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn try_upgrade_for(
+        this: Self,
+        timeout: Duration,
+    ) -> Result<OwnedRwLockWriteGuard<T>, Self> {
+        Self::upgrade_until(this, Site::caller(), super::blocking::deadline_in(timeout))
+    }
+
+    /// [`try_upgrade_for`](Self::try_upgrade_for) with a deadline instead of a timeout,
+    /// as [`RwLockUpgradableReadGuard::try_upgrade_until`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Instant;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// let w = OwnedRwLockUpgradableReadGuard::try_upgrade_until(up, Instant::now()).unwrap();
+    /// assert!(lock.try_read().is_err()); // alone: upgraded at once
+    /// # drop(w);
+    /// ```
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn try_upgrade_until(
+        this: Self,
+        deadline: Instant,
+    ) -> Result<OwnedRwLockWriteGuard<T>, Self> {
+        Self::upgrade_until(this, Site::caller(), Some(deadline))
+    }
+
+    fn upgrade_until(
+        this: Self,
+        site: Site,
+        deadline: Option<Instant>,
+    ) -> Result<OwnedRwLockWriteGuard<T>, Self> {
+        let data = this.data;
+        match this.token.upgrade_until(site, deadline) {
+            // SAFETY: the whole value, under the write lock the upgradable read lock
+            // became.
+            Ok(token) => Ok(unsafe { OwnedRwLockWriteGuard::new(token, data) }),
+            // SAFETY: the same lock and value, its upgradable read lock kept.
+            Err(token) => Err(unsafe { Self::new(token, data) }),
+        }
+    }
+
+    /// Upgrades to the write lock, giving up after `timeout` (feature `tokio`), as
+    /// [`RwLockUpgradableReadGuard::upgrade_timeout`] (which says why
+    /// `tokio::time::timeout` around [`upgrade`](Self::upgrade) would lose the guard): on
+    /// expiry the guard comes back in `Err`, still holding the upgradable read lock.
+    /// Dropping the future before it resolves releases the lock altogether.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).upgradable_read_owned().await;
+    /// let r = lock.read().await;
+    /// let up = OwnedRwLockUpgradableReadGuard::upgrade_timeout(up, Duration::from_millis(5))
+    ///     .await
+    ///     .unwrap_err();
+    /// drop(r);
+    /// let w = OwnedRwLockUpgradableReadGuard::upgrade_timeout(up, Duration::from_millis(5));
+    /// *w.await.unwrap() = 1;
+    /// assert_eq!(*lock.read().await, 1);
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[cfg_attr(
+        any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+        track_caller
+    )]
+    pub fn upgrade_timeout(
+        this: Self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<OwnedRwLockWriteGuard<T>, Self>> {
+        let site = Site::caller();
+        // No `NonNull` is held across the `.await` (the future must be `Send`): the data
+        // pointer comes back from the lock.
+        let Self { token, .. } = this;
+        async move {
+            match token.upgrade_timeout(site, timeout).await {
+                Ok(token) => {
+                    let data = token.lock().data_ptr_mut();
+                    // SAFETY: the whole value of the lock whose write lock the token owns.
+                    Ok(unsafe { OwnedRwLockWriteGuard::new(token, data) })
+                }
+                Err(token) => {
+                    let data = token.lock().data_ptr_mut();
+                    // SAFETY: the whole value of the lock whose upgradable read lock the
+                    // token owns.
+                    Err(unsafe { Self::new(token, data) })
+                }
+            }
+        }
+    }
+
     /// Gives up the right to upgrade, as [`RwLockUpgradableReadGuard::downgrade`].
     ///
     /// ```
@@ -355,6 +670,26 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
 }
 
 impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
+    /// Is a writer queued for this lock? As
+    /// [`RwLockUpgradableReadGuard::writer_waiting`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
+    /// use tokio_test::{assert_pending, task::spawn};
+    ///
+    /// let lock = Arc::new(RwLock::new(0));
+    /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
+    /// let mut writer = spawn(lock.write());
+    /// assert_pending!(writer.poll()); // it yields once, then queues
+    /// assert_pending!(writer.poll());
+    /// assert!(OwnedRwLockUpgradableReadGuard::writer_waiting(&up));
+    /// ```
+    #[inline]
+    pub fn writer_waiting(this: &Self) -> bool {
+        this.token.lock().raw.writer_queued()
+    }
+
     /// Releases the upgradable read lock fairly: if anyone is queued, the head of the queue
     /// is handed the lock, and no task arriving meanwhile takes it first, then drops the
     /// guard's `Arc` (see [`RwLockReadGuard::unlock_fair`]).

@@ -99,6 +99,70 @@ fn two_upgradable_readers() {
 }
 
 // ---------------------------------------------------------------------------------------
+// A timed upgrade whose time runs out: stopped (`LockFuture::stop_upgrade`), keeping the
+// upgradable read lock, at any point of the last other reader's release.
+
+/// Polls the upgrade once, then stops it (its time ran out): upgraded at the poll, granted
+/// between the poll and the stop (the release's grant met the deadline: the write lock is
+/// kept), or still queued (the guard comes back). Returns whether it upgraded, after
+/// writing under the write lock or reading under the upgradable guard that came back.
+fn upgrade_then_stop(up: RwLockUpgradableReadGuard<'_, Data>) -> bool {
+    let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
+    let write = match poll_once(upgrade.as_mut()) {
+        Poll::Ready(w) => Ok(w),
+        Poll::Pending => upgrade.as_mut().stop(),
+    };
+    match write {
+        Ok(w) => {
+            w.bump();
+            true
+        }
+        Err(up) => {
+            assert_eq!(up.get(), 0);
+            false
+        }
+    }
+}
+
+#[test]
+fn stopped_upgrade_racing_the_last_reader() {
+    loom::model(|| {
+        let l = lock();
+        let r = Arc::clone(&l).try_read_owned().unwrap();
+        let up = l.try_upgradable_read().unwrap();
+        let leaver = thread::spawn(move || drop(r));
+        let upgraded = upgrade_then_stop(up);
+        leaver.join().unwrap();
+        assert_eq!(l.try_read().unwrap().get(), usize::from(upgraded));
+        assert_idle(&l);
+    });
+}
+
+/// A reader arrives while the upgrade waits (it may queue behind it). The stopped upgrade
+/// must let it in beside the upgradable guard and the reader inside: nothing else
+/// releases the lock before the reader is joined, so a missed grant is a deadlock.
+#[test]
+fn stopped_upgrade_lets_a_queued_reader_in() {
+    loom::model(|| {
+        let l = lock();
+        let r = l.try_read().unwrap();
+        let up = l.try_upgradable_read().unwrap();
+        let l2 = Arc::clone(&l);
+        let reader = thread::spawn(move || block_on(async { l2.read().await.get() }));
+        let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
+        assert!(poll_once(upgrade.as_mut()).is_pending(), "`r` is inside");
+        let Err(up) = upgrade.as_mut().stop() else {
+            panic!("granted the write lock beside a reader");
+        };
+        assert_eq!(reader.join().unwrap(), 0);
+        assert_eq!(up.get() + r.get(), 0);
+        drop(up);
+        drop(r);
+        assert_idle(&l);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
 // `max_readers`: the slot a queued reader waits for.
 
 fn limited(max_readers: usize) -> Arc<Lock> {
