@@ -15,6 +15,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use async_rwsem::lockdep::{self, Mode, Report};
 use async_rwsem::{
@@ -466,7 +467,7 @@ fn blocking_acquires_from_threads_are_checked_per_thread() {
     let report = thread::spawn({
         let (a, b) = (Arc::clone(&a), Arc::clone(&b));
         move || {
-            let _b = b.try_read_for(std::time::Duration::from_secs(1)).unwrap();
+            let _b = b.try_read_for(Duration::from_secs(1)).unwrap();
             let _a = a.blocking_write();
         }
     })
@@ -544,5 +545,29 @@ async fn an_owned_upgrade_beside_a_read_of_the_lock_is_reported() {
         "{report}"
     );
     assert_mentions(&report, &[line_r, line_r + 1]);
+    assert_idle(&l);
+}
+
+#[test]
+fn a_timed_upgrade_that_gives_up_keeps_the_upgradable_entry() {
+    setup();
+    let l = lock("timed upgrade");
+    // A read held by this thread's code, acquired (and so charged) on another thread.
+    let other = thread::spawn({
+        let l = Arc::clone(&l);
+        move || l.blocking_read_owned()
+    })
+    .join()
+    .unwrap();
+    let up = Arc::clone(&l).try_upgradable_read_owned().unwrap();
+    let up = OwnedRwLockUpgradableReadGuard::try_upgrade_for(up, Duration::from_millis(10))
+        .expect_err("the other reader holds the lock");
+    assert_eq!(modes(), [Mode::UpgradableRead]);
+    drop(other);
+    let w = OwnedRwLockUpgradableReadGuard::try_upgrade_for(up, Duration::from_secs(5))
+        .expect("no reader left");
+    assert_eq!(modes(), [Mode::Write]);
+    drop(w);
+    assert!(lockdep::held().is_empty());
     assert_idle(&l);
 }
