@@ -75,9 +75,12 @@
 //! into levels that nest: holding a lock of subclass 0 while acquiring one of subclass 1 of
 //! the same class orders two different classes (the kernel's `down_read_nested`, fixed per
 //! lock here rather than per acquire: a lock that is sometimes the outer and sometimes the
-//! inner one needs two different classes, or is reported). Both methods are `const`, and
-//! exist (doing nothing) without the feature, so that code annotated for lockdep builds
-//! either way.
+//! inner one needs two different classes, or is reported). Locks of one class taken in a
+//! fixed order, such as the shards of a map locked by index, are the same case: give each
+//! its index as its subclass: taking them by increasing index is then an order of
+//! classes, and taking two against it closes a cycle, reported. Both methods are `const`,
+//! and exist (doing nothing) without the feature, so that code annotated for lockdep
+//! builds either way.
 //!
 //! ```
 //! use async_rwsem::RwLock;

@@ -571,3 +571,29 @@ fn a_timed_upgrade_that_gives_up_keeps_the_upgradable_entry() {
     assert!(lockdep::held().is_empty());
     assert_idle(&l);
 }
+
+#[tokio::test]
+async fn shards_taken_by_index_are_ordered_by_their_subclasses() {
+    setup();
+    // One class (one creation site), each shard its index as subclass.
+    let shards: Arc<Vec<RwLock<u32>>> = Arc::new(
+        (0..3)
+            .map(|i| RwLock::new(0).with_lockdep_subclass(i))
+            .collect(),
+    );
+    for (first, second) in [(0, 1), (1, 2), (0, 2), (0, 1)] {
+        let _first = shards[first].write().await;
+        let _second = shards[second].write().await;
+    }
+    let shards2 = Arc::clone(&shards);
+    let report = report_of(async move {
+        let _two = shards2[2].read().await;
+        let _zero = shards2[0].read().await;
+    })
+    .await;
+    assert!(report.contains("lock order cycle of 2 classes"), "{report}");
+    assert!(report.contains("/2 -> RwLock created at"), "{report}");
+    for shard in shards.iter() {
+        assert_idle(shard);
+    }
+}
