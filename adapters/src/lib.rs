@@ -32,6 +32,14 @@ pub trait AsyncRwLock<T: Send + Sync + 'static>: Send + Sync + Sized + 'static {
 
     /// A lock around `value`, with the lock's default settings.
     fn new(value: T) -> Self;
+    /// The lock of shard `index` of a sharded structure whose holders take several shards
+    /// at once, in increasing index order: for async-rwsem's lockdep (feature
+    /// `async-rwsem/lockdep`), one class whose subclass is the index, so that that order
+    /// is a nesting and not "two locks of one class". The others: [`new`](Self::new).
+    fn new_shard(value: T, index: usize) -> Self {
+        let _ = index;
+        Self::new(value)
+    }
     /// Takes the read lock.
     fn read(&self) -> impl Future<Output = Self::ReadGuard<'_>> + Send;
     /// Takes the write lock.
@@ -88,6 +96,14 @@ impl<T: Send + Sync + 'static> AsyncRwLock<T> for Rwsem<T> {
 
     fn new(value: T) -> Self {
         Self(async_rwsem::RwLock::new(value))
+    }
+    fn new_shard(value: T, index: usize) -> Self {
+        let subclass = u32::try_from(index).expect("a shard index fits in a u32");
+        Self(
+            async_rwsem::RwLock::new(value)
+                .with_lockdep_class("shard")
+                .with_lockdep_subclass(subclass),
+        )
     }
     fn read(&self) -> impl Future<Output = Self::ReadGuard<'_>> + Send {
         self.0.read()

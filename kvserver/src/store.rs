@@ -454,7 +454,13 @@ impl<L: ShardLock<Shard>> Store<L> {
             report = Some(r);
         }
         let store = Store {
-            shards: shards.into_iter().map(L::new).collect(),
+            // Commands that take several shards take them in index order: a nesting to
+            // lockdep (`AsyncRwLock::new_shard`).
+            shards: shards
+                .into_iter()
+                .enumerate()
+                .map(|(index, shard)| L::new_shard(shard, index))
+                .collect(),
             undo: Default::default(),
             saves: SaveState {
                 last_save: AtomicU64::new(now_ms() / 1000),
