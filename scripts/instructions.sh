@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Instructions per uncontended lock+unlock, for this lock and its peers, counted by
 # callgrind (stable on a noisy machine): (count at 2N - count at N) / N per op.
-# Usage: scripts/instructions.sh [N]   (default N = 200000)
+# Usage: scripts/instructions.sh [N [cargo options]]   (default N = 200000), e.g.
+#   scripts/instructions.sh 200000 --no-default-features
+#   scripts/instructions.sh 200000 --features lock_stat
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
-bin=$(cargo bench --no-run --bench instructions --message-format=json 2>/dev/null |
+shift || true
+bin=$(cargo bench --no-run --bench instructions --message-format=json "$@" 2>/dev/null |
   python3 -c '
 import json, sys
 for line in sys.stdin:
