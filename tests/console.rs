@@ -9,7 +9,6 @@
 #![cfg(all(tokio_unstable, feature = "tracing"))]
 
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
 mod support;
-use support::assert_idle;
+use support::{assert_idle, panics};
 
 // ---------------------------------------------------------------------------------------
 // The capturing layer.
@@ -255,14 +254,6 @@ fn capture(panic_on: Option<(Trigger, usize)>, f: impl FnOnce(&Mutex<Log>)) -> L
         Some(trigger) => panic!("the subscriber never reached {trigger:?}"),
     }
     log
-}
-
-#[track_caller]
-fn panics(f: impl FnOnce()) {
-    assert!(
-        catch_unwind(AssertUnwindSafe(f)).is_err(),
-        "expected a panic"
-    );
 }
 
 const STATE: &str = "runtime::resource::state_update";

@@ -12,7 +12,7 @@ use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 
 mod support;
-use support::assert_idle;
+use support::{assert_idle, panics};
 
 /// Every waiter queues at once: no spin, no yield, no handoff.
 fn queue_at_once() -> Policy {
@@ -294,7 +294,6 @@ async fn an_acquire_that_times_out_records_no_acquisition() {
 mod warnings {
     use std::collections::BTreeMap;
     use std::fmt;
-    use std::panic::{catch_unwind, AssertUnwindSafe};
     use std::sync::{Arc, Mutex};
 
     use tracing::field::{Field, Visit};
@@ -482,14 +481,6 @@ mod warnings {
         assert!(
             fired.lock().unwrap().is_none(),
             "the event {panic_on:?} never came"
-        );
-    }
-
-    #[track_caller]
-    fn panics(f: impl FnOnce()) {
-        assert!(
-            catch_unwind(AssertUnwindSafe(f)).is_err(),
-            "expected a panic"
         );
     }
 

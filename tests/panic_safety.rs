@@ -49,7 +49,7 @@ use std::time::Duration;
 use async_rwsem::{OwnedRwLockWriteGuard, Policy, RwLock, RwLockUpgradableReadGuard};
 
 mod support;
-use support::assert_idle;
+use support::{assert_idle, panics};
 
 /// What a [`probe_waker`] does and has done. Each flag makes the matching waker call
 /// panic (after doing its work, for `wake` and `drop`).
@@ -142,15 +142,6 @@ fn poll_panics<F: Future>(fut: Pin<&mut F>, waker: &Waker) {
         let _ = poll_with(fut, waker);
     }));
     assert!(result.is_err(), "the poll was expected to panic");
-}
-
-/// Runs `f` and expects it to panic; the panic is caught.
-#[track_caller]
-fn panics(f: impl FnOnce()) {
-    assert!(
-        catch_unwind(AssertUnwindSafe(f)).is_err(),
-        "expected a panic"
-    );
 }
 
 /// Writers queue at once (no spin, no yield) and no handoff: every test is deterministic.

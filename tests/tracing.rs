@@ -5,7 +5,6 @@
 use std::fmt;
 use std::future::Future;
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::Context;
@@ -19,7 +18,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
 mod support;
-use support::assert_idle;
+use support::{assert_idle, panics};
 
 /// Collects `message kind=... acquired=...` of every event; panics on the event that
 /// `panic_on` names (after recording it), once.
@@ -133,14 +132,6 @@ fn with_panicking_subscriber(panic_on: &'static str, f: impl FnOnce()) {
     assert!(
         fired.lock().unwrap().is_none(),
         "the event {panic_on:?} never came"
-    );
-}
-
-#[track_caller]
-fn panics(f: impl FnOnce()) {
-    assert!(
-        catch_unwind(AssertUnwindSafe(f)).is_err(),
-        "expected a panic"
     );
 }
 

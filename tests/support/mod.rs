@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use async_rwsem::RwLock;
@@ -89,4 +90,13 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+/// Runs `f` and expects it to panic; the panic is caught.
+#[track_caller]
+pub fn panics(f: impl FnOnce()) {
+    assert!(
+        catch_unwind(AssertUnwindSafe(f)).is_err(),
+        "expected a panic"
+    );
 }
