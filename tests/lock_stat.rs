@@ -12,7 +12,7 @@ use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 
 mod support;
-use support::{assert_idle, panics};
+use support::assert_idle;
 
 /// Every waiter queues at once: no spin, no yield, no handoff.
 fn queue_at_once() -> Policy {
@@ -300,6 +300,7 @@ mod warnings {
     use tracing::span::{Attributes, Id, Record};
     use tracing::{Event, Level, Metadata, Subscriber};
 
+    use super::support::panics;
     use super::*;
 
     /// One event's fields by name (`message` among them), as text.
