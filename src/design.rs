@@ -150,7 +150,7 @@
 //! | `src/raw/list.rs` | the wait-list node and its states, the intrusive ring list, the list of wakers to call |
 //! | `src/raw/read.rs` | readers: fast path, release, steal, spin, queue |
 //! | `src/raw/write.rs` | writers: fast path, release, spin, queue, `try_write_lock` |
-//! | `src/raw/upgrade.rs` | upgradable reads, upgrades, downgrades |
+//! | `src/raw/upgradable.rs` | upgradable reads, upgrades, downgrades |
 //! | `src/raw/wake.rs` | waking and granting: `mark_wake`, the one grant, the one queued write lock |
 //! | `src/raw/waiter.rs` | the lock future, its re-polls and its cancellation |
 //! | `src/raw/spin.rs` | the learned spin budgets |

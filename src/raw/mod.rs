@@ -15,7 +15,7 @@
 //!   room). Otherwise (the bias still in the count) they *steal* the lock if neither a
 //!   writer nor a handoff is pending and readers do not already own it; else they queue,
 //!   and are *granted* the lock by a waker, which adds their bias before it wakes them.
-//! - **Writers** ([`write`]) CAS `0 -> WRITER_LOCKED`; else one of them at a time spins
+//! - **Writers** ([`write`](mod@write)) CAS `0 -> WRITER_LOCKED`; else one of them at a time spins
 //!   on the count word for the learned budget, past a non-empty queue, and takes a free
 //!   lock unless a handoff is pending; then they yield to the executor a bounded number of
 //!   times, then queue. One that has just queued takes the lock only if it is free at
@@ -34,7 +34,7 @@
 //!   running: a queued writer granted the lock at a release and not yet polled
 //!   (`OWNER_PENDING`, set with the grant, cleared by the owner's next poll). A reader
 //!   spins with its bias in the count, so that the writer's release leaves it the lock.
-//! - **Upgradable reads, upgrades and downgrades** ([`upgrade`]): one upgradable reader
+//! - **Upgradable reads, upgrades and downgrades** ([`upgradable`]): one upgradable reader
 //!   beside plain readers; an upgrade queues at the head with `HANDOFF` set and is granted
 //!   the write lock when the other readers have left. A timed upgrade whose time runs out
 //!   is stopped: it leaves the queue and keeps the upgradable read lock.
@@ -57,6 +57,58 @@
 //! - **The waiter's side** ([`waiter`]): the lock future ([`LockFuture`]), its re-polls,
 //!   and cancellation: dropping a pending acquire unlinks its node; if it was the head the
 //!   next head is woken (and inherits `HANDOFF`); a granted node releases the lock.
+//!
+//! # Walkthroughs
+//!
+//! The call chains of the four main paths, as a reader of the code follows them.
+//!
+//! **A reader behind a writer.**
+//! 1. `RwLock::read` calls `token::fast_path_or_future`, which calls
+//!    [`read_fast`](RawRwLock::read_fast). Its `fetch_add` finds `WRITER_LOCKED`, so it
+//!    fails with the bias left in the count.
+//! 2. [`LockFuture::after_fast_path`] takes the bias over (phase `FastFailed`). Its first
+//!    poll calls [`read_slowpath`](RawRwLock::read_slowpath): the reader spins for the
+//!    writer if the learned budget allows, else it goes on with its bias.
+//! 3. [`read_queue`](RawRwLock::read_queue), under the wait lock, links the node and takes
+//!    the bias out in the same add that sets `WAITERS`; then the poll returns `Pending`.
+//! 4. The writer's guard drops: `unlock_write` sees `WAITERS` and calls
+//!    [`wake`](RawRwLock::wake), then `mark_wake`. There the head is a reader: a check
+//!    bias, pass 1 counts the readers to grant, one add takes their locks, and pass 2
+//!    calls [`grant`](RawRwLock::grant) on each (unlink, take the waker, `Granted`).
+//! 5. The wakers run once the wait lock is released. The reader's next poll,
+//!    [`poll_queued`](RawRwLock::poll_queued), sees `Granted` and completes.
+//!
+//! **A writer behind readers.**
+//! 1. `RwLock::write`: [`write_fast`](RawRwLock::write_fast), a CAS from 0, fails.
+//! 2. The future's first poll calls [`write_spin`](RawRwLock::write_spin): one spinner at
+//!    a time, the learned budget, stopping at `HANDOFF` or `OWNER_PENDING`.
+//! 3. Then it yields (`writer_yields` times, retrying `write_fast` after each).
+//! 4. [`write_queue`](RawRwLock::write_queue) reads the clock before taking the wait lock,
+//!    links the node, sets `WAITERS | WRITER_QUEUED`, and tries `try_write_lock` once.
+//! 5. The last reader's `unlock_read` finds the lock free with `WAITERS` set and calls
+//!    `wake`, then `mark_wake`. The head writer is woken (`wake_writer`), or granted under
+//!    a handoff (`queued_write_lock`, `grant`, `OWNER_PENDING`). Or up to four readers
+//!    queued behind it pass it once, and it gets the handoff.
+//! 6. The woken writer's `poll_queued` calls `writer_wait_state` and `try_write_lock`. It
+//!    takes the lock, or, as a head that lost the race, sets `HANDOFF` and spins for the
+//!    owner (`head_spin`). Once it owns the lock, `owner_runs` clears `OWNER_PENDING`.
+//!
+//! **A release with waiters.**
+//! 1. `unlock_read`, `unlock_write` or an upgradable unlock calls `wake`.
+//! 2. `with_wait_list` takes the wait lock and lends a `WakeList` that collects the wakers.
+//! 3. `mark_wake` runs `mark_wake_once` again while a check bias hid a freed `max_readers`
+//!    slot.
+//! 4. The wait lock's release syncs `WRITER_QUEUED` (`sync_writer_queued`). Only then does
+//!    `WakeList::wake_all` call every waker, even when one of them panics.
+//!
+//! **A cancel** (a pending acquire dropped).
+//! 1. `LockFuture`'s drop in phase `Queued` calls [`cancel`](RawRwLock::cancel).
+//! 2. A `Granted` node owns the lock: `owner_runs` (for a writer), then `unlock`.
+//! 3. A `Waiting` node is unlinked under the wait lock and its waker taken out; the node
+//!    becomes `Idle`, and an upgrade gives back its bias and `UPGRADABLE`.
+//! 4. If the list is empty, `WAITERS` and `HANDOFF` are cleared. If the node was the head,
+//!    `mark_wake` runs for the next head, which inherits `HANDOFF`.
+//! 5. The waker is dropped once the wait lock is released.
 //!
 //! # Invariants
 //!
@@ -81,7 +133,7 @@ pub(crate) mod stats;
 mod read;
 pub(crate) mod snapshot;
 pub(crate) mod spin;
-mod upgrade;
+mod upgradable;
 mod waiter;
 mod wake;
 mod write;

@@ -95,7 +95,7 @@ impl RawRwLock {
             lockevent!(self, rlock_steal);
             if rcnt == 1 && count & WAITERS != 0 {
                 // The first reader in: let the queued readers share the lock.
-                self.wake_readers_after_steal();
+                self.grant_readers_beside_own();
             }
             bias.into_read_lock();
             return Ok(());
@@ -113,7 +113,7 @@ impl RawRwLock {
     /// atomic add that sets `WAITERS` (the reader now waits for the lock instead of trying
     /// to take it). If the queue turns out to be empty and the lock not write-locked, the
     /// bias is a read lock instead, and `node` is never linked. Either way the caller reads
-    /// `node`'s state afterwards: [`NodeState::Granted`](super::list::NodeState::Granted)
+    /// `node`'s state afterwards: [`NodeState::Granted`]
     /// means it owns the lock (granted by its own queueing, or never queued).
     ///
     /// # Safety
@@ -195,7 +195,7 @@ impl RawRwLock {
                 lockevent!(self, rlock_spin);
                 if readers(count) == 1 && count & WAITERS != 0 {
                     // Foreign code: `bias` gives the lock back if it panics.
-                    self.wake_readers_after_steal();
+                    self.grant_readers_beside_own();
                 }
                 bias.into_read_lock();
                 return Ok(());

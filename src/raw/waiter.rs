@@ -504,7 +504,7 @@ impl RawRwLock {
                         head_writer = state != WriterWaitState::NotFirst;
                         self.try_write_lock(&mut list, node, state)
                     }
-                    WaiterKind::Upgrade => self.try_upgrade_own(&mut list, node),
+                    WaiterKind::Upgrade => self.upgrade_own_at_head(&mut list, node),
                     WaiterKind::Read | WaiterKind::UpgradableRead => false,
                 }
             };

@@ -40,10 +40,10 @@ impl RawRwLock {
         self.with_wait_list(|list, wakers| self.mark_wake(list, WakeType::Any, wakers));
     }
 
-    /// After a reader stole the lock (or a writer downgraded) with waiters queued, grant
-    /// the queued readers.
+    /// The caller owns a read lock (it stole the lock, won a reader spin, or downgraded)
+    /// and waiters are queued: grant the queued readers beside it.
     #[cold]
-    pub(crate) fn wake_readers_after_steal(&self) {
+    pub(crate) fn grant_readers_beside_own(&self) {
         self.with_wait_list(|list, wakers| self.mark_wake(list, WakeType::ReadOwned, wakers));
     }
 
@@ -421,7 +421,7 @@ impl RawRwLock {
         wakers: &mut WakeList,
     ) {
         // SAFETY: forwarded from the caller.
-        if unsafe { self.try_upgrade_locked(list, head) } {
+        if unsafe { self.upgrade_at_head(list, head) } {
             // SAFETY: linked; the count holds its write lock now.
             unsafe { self.grant(list, head, wakers) };
         }

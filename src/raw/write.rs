@@ -42,7 +42,9 @@ pub(super) enum HeadSpin {
 }
 
 impl RawRwLock {
-    /// The write fast path: one CAS from idle.
+    /// The write fast path, and the whole of `try_write` (the kernel's
+    /// `down_write_trylock`): one CAS from idle, so it fails whenever the lock is owned or
+    /// anyone is queued.
     #[inline]
     pub(crate) fn write_fast(&self) -> bool {
         let ok = self.write_fast_cas();
@@ -57,13 +59,6 @@ impl RawRwLock {
         self.count
             .compare_exchange(0, WRITER_LOCKED, Acquire, Relaxed)
             .is_ok()
-    }
-
-    /// Takes the write lock if it is free and nobody waits for it (the kernel's
-    /// `down_write_trylock`: one CAS from idle).
-    #[inline]
-    pub(crate) fn try_write(&self) -> bool {
-        self.write_fast()
     }
 
     /// Releases the write lock.

@@ -113,7 +113,7 @@ impl RawRwLock {
     /// wakers): call it once the new mode's owner exists, so that a panic releases that.
     #[cold]
     pub(crate) fn wake_after_downgrade(&self) {
-        self.wake_readers_after_steal();
+        self.grant_readers_beside_own();
     }
 
     /// Trades the upgradable read lock for the write lock if no other reader holds the
@@ -184,7 +184,7 @@ impl RawRwLock {
             // The other readers may have left before the bits were set (their unlock saw
             // no waiters): look again.
             // SAFETY: the node is ours and linked in `list`, which we hold.
-            unsafe { self.try_upgrade_own(list, node) }
+            unsafe { self.upgrade_own_at_head(list, node) }
         })
     }
 
@@ -197,7 +197,7 @@ impl RawRwLock {
     ///
     /// `node` is the linked upgrade node at the head of `list`, the locked wait list of
     /// `self`.
-    pub(super) unsafe fn try_upgrade_locked(&self, list: &WaitList, node: NonNull<Waiter>) -> bool {
+    pub(super) unsafe fn upgrade_at_head(&self, list: &WaitList, node: NonNull<Waiter>) -> bool {
         debug_assert_eq!(list.head(), Some(node));
         let taken = self.queued_write_lock(list, READER_BIAS + UPGRADABLE, |count| {
             count & WRITER_LOCKED == 0 && readers(count) == 1
@@ -208,18 +208,18 @@ impl RawRwLock {
         taken
     }
 
-    /// [`try_upgrade_locked`](Self::try_upgrade_locked) by the upgrading reader itself.
+    /// [`upgrade_at_head`](Self::upgrade_at_head) by the upgrading reader itself.
     ///
     /// # Safety
     ///
-    /// As for `try_upgrade_locked`; the caller owns the node.
-    pub(super) unsafe fn try_upgrade_own(
+    /// As for `upgrade_at_head`; the caller owns the node.
+    pub(super) unsafe fn upgrade_own_at_head(
         &self,
         list: &mut WaitList,
         node: NonNull<Waiter>,
     ) -> bool {
         // SAFETY: forwarded from the caller.
-        let won = unsafe { self.try_upgrade_locked(list, node) };
+        let won = unsafe { self.upgrade_at_head(list, node) };
         if won {
             // SAFETY: the caller owns the node, linked in `list`.
             unsafe { self.unlink_own(list, node) };
