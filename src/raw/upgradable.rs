@@ -15,7 +15,6 @@ use std::task::Waker;
 use super::count::*;
 use super::list::{NodeState, WaitList, Waiter};
 use super::stats::lockevent;
-use super::wake::WakeType;
 use super::RawRwLock;
 
 impl RawRwLock {
@@ -259,21 +258,10 @@ impl RawRwLock {
                 NodeState::Idle => unreachable!("a queued upgrade node is never idle"),
                 NodeState::Waiting => {}
             }
-            let was_head = list.head() == Some(node);
-            // SAFETY: `Waiting` means linked; we hold the wait lock.
-            let waker = unsafe {
-                list.remove(node);
-                waiter.with_inner(|inner| inner.waker.take())
-            };
-            waiter.set_state(NodeState::Idle, Relaxed);
-            if list.is_empty() {
-                self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
-            } else if was_head {
-                // The next head inherits the handoff; readers behind the upgrade may share
-                // the lock with the upgradable reader now.
-                self.mark_wake(list, WakeType::Any, wakers);
-            }
-            (false, waker)
+            // The upgradable read lock stays ours. A new head inherits the handoff, and
+            // readers behind the upgrade may share the lock with the upgradable reader now.
+            // SAFETY: `Waiting` means linked in `list`, which we hold; the node is ours.
+            (false, unsafe { self.unlink_waiting(list, node, 0, wakers) })
         });
         // Foreign code, with nothing linked and the wait lock released.
         drop(waker);

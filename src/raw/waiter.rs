@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::task::{Context, Poll, Waker};
 
 use super::count::{HANDOFF, READER_BIAS, UPGRADABLE, WAITERS};
-use super::list::{NodeState, Waiter, WaiterKind};
+use super::list::{NodeState, WaitList, Waiter, WaiterKind, WakeList};
 use super::read::ReaderBias;
 use super::stats::lockevent;
 use super::wake::WakeType;
@@ -566,24 +566,16 @@ impl RawRwLock {
                         NodeState::Idle => return (false, None),
                         NodeState::Waiting => {}
                     }
-                    let was_head = list.head() == Some(node);
-                    // SAFETY: `Waiting` means linked; we hold the wait lock.
-                    let waker = unsafe {
-                        list.remove(node);
-                        waiter.with_inner(|inner| inner.waker.take())
+                    // A dropped upgrade gives up the upgradable read lock it held too.
+                    let give_back = if kind == WaiterKind::Upgrade {
+                        READER_BIAS + UPGRADABLE
+                    } else {
+                        0
                     };
-                    waiter.set_state(NodeState::Idle, Relaxed);
-                    if kind == WaiterKind::Upgrade {
-                        // A dropped upgrade gives up the upgradable read lock it held too.
-                        self.count.fetch_sub(READER_BIAS + UPGRADABLE, Release);
-                    }
-                    if list.is_empty() {
-                        self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
-                    } else if was_head {
-                        // The next head inherits any handoff, and may be able to run now.
-                        self.mark_wake(list, WakeType::Any, wakers);
-                    }
-                    (false, waker)
+                    // SAFETY: `Waiting` means linked in `list`, which we hold.
+                    (false, unsafe {
+                        self.unlink_waiting(list, node, give_back, wakers)
+                    })
                 });
                 // Foreign code, with nothing linked and the wait lock released.
                 drop(waker);
@@ -602,6 +594,45 @@ impl RawRwLock {
             unsafe { self.unlock(kind) };
             self.count_cancel(kind);
         }
+    }
+
+    /// Unlinks the `Waiting` node of an acquire that gives up (a cancel, a stopped
+    /// upgrade) and returns its waker, for the caller to drop once the wait lock is
+    /// released (foreign code). The node becomes `Idle`; `give_back` leaves the count
+    /// first (what the waiter held while queued: an upgrade's upgradable read lock, or 0).
+    /// Then the queue goes on as if the node had never queued: an empty list clears
+    /// `WAITERS` and `HANDOFF`, and a new head inherits any handoff and is woken if it can
+    /// run.
+    ///
+    /// # Safety
+    ///
+    /// `node` is `Waiting`, linked in `list`, the locked wait list of `self`, and the
+    /// caller's own.
+    pub(super) unsafe fn unlink_waiting(
+        &self,
+        list: &mut WaitList,
+        node: NonNull<Waiter>,
+        give_back: usize,
+        wakers: &mut WakeList,
+    ) -> Option<Waker> {
+        let was_head = list.head() == Some(node);
+        // SAFETY: linked in `list`, which we hold; the node is the caller's.
+        let waiter = unsafe {
+            list.remove(node);
+            node.as_ref()
+        };
+        // SAFETY: unlinked just now, wait lock held.
+        let waker = unsafe { waiter.with_inner(|inner| inner.waker.take()) };
+        waiter.set_state(NodeState::Idle, Relaxed);
+        if give_back != 0 {
+            self.count.fetch_sub(give_back, Release);
+        }
+        if list.is_empty() {
+            self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+        } else if was_head {
+            self.mark_wake(list, WakeType::Any, wakers);
+        }
+        waker
     }
 
     #[inline]
