@@ -6,8 +6,8 @@
 //! borrowed guards, `Arc<RwLock<T>>` for the owned ones. Its invariant: **a token exists
 //! exactly while its lock is owned.** A token is made only by [`Token::try_lock`], which
 //! takes the lock, by [`Token::new`] (unsafe) once [`fast_path_or_future`] (or its
-//! future) has taken it, and by the mode changes and upgrades below, which consume the token that owned the lock
-//! without releasing it; its `Drop` is the only release. So the lock is owned by one token
+//! future) has taken it, and by the mode changes and upgrades below, which consume the
+//! token that owned the lock without releasing it; its `Drop` is the only release. So the lock is owned by one token
 //! at a time, and released once.
 //!
 //! Each guard is a token plus a pointer to the part of the value it gives access to, and
