@@ -7,8 +7,8 @@
 //! exactly while its lock is owned.** A token is made only by [`Token::try_lock`], which
 //! takes the lock, by [`Token::new`] (unsafe) once [`fast_path_or_future`] (or its
 //! future) has taken it, and by the mode changes and upgrades below, which consume the
-//! token that owned the lock without releasing it; its `Drop` is the only release. So the lock is owned by one token
-//! at a time, and released once.
+//! token that owned the lock without releasing it; its `Drop` is the only release. So the
+//! lock is owned by one token at a time, and released once.
 //!
 //! Each guard is a token plus a pointer to the part of the value it gives access to, and
 //! has no `Drop` of its own: dropping the guard drops the token, which releases the lock,
@@ -187,9 +187,9 @@ pub(crate) type OwnedToken<T, M> = Token<Arc<RwLock<T>>, M>;
 
 impl<L: RawRef, M: Mode> Token<L, M> {
     /// The token of a lock the caller has just taken from `site`: its
-    /// [`fast_path_or_future`] future completed. (The `async fn` that makes a guard awaits the acquire itself: an
-    /// `async fn` of the token's would nest one future in the other, and make every
-    /// acquire future larger.) Tells the observers ([`observe::acquired`], then
+    /// [`fast_path_or_future`] future completed. (The `async fn` that makes a guard awaits
+    /// the acquire itself: an `async fn` of the token's would nest one future in the other,
+    /// and make every acquire future larger.) Tells the observers ([`observe::acquired`], then
     /// [`observe::entered`] once the token exists, so that a panic there releases it).
     ///
     /// # Safety
