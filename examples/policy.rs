@@ -40,7 +40,7 @@ async fn grant_order(policy: Policy) -> Vec<String> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    // A handoff after 5 ms rather than the default's 1 ms; everything else as the default.
+    // A handoff after 5 ms rather than the default's 500 us; everything else as the default.
     let tuned = Policy::new().handoff_timeout(Duration::from_millis(5));
     println!("default: {:?}", grant_order(Policy::default()).await);
     println!("tuned:   {:?}", grant_order(tuned).await);

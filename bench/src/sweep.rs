@@ -44,9 +44,10 @@ pub fn run_rwsem(
 }
 
 /// Handoff timeouts swept (`Duration::MAX`: handoff off).
-const HANDOFFS: [Duration; 6] = [
+const HANDOFFS: [Duration; 7] = [
     Duration::ZERO,
     Duration::from_micros(250),
+    Duration::from_micros(500),
     Duration::from_millis(1),
     Duration::from_millis(4),
     Duration::from_millis(16),
