@@ -16,7 +16,9 @@
 //!   (and its caller adjusted the count word for it), and never touches the node again.
 //! - The wait lock is never held across foreign code (a waker's `clone`, `wake` or
 //!   `drop`) nor an `.await`: wakers are cloned before it is taken, moved into a
-//!   [`WakeList`] under it, and called after it is released.
+//!   [`WakeList`] under it, and called after it is released. A waker taken out of a node
+//!   (a cancel), or cloned for a queueing that turned out not to queue (the lock was
+//!   free), is handed out of the wait lock's scope and dropped after it is released.
 
 use std::marker::PhantomPinned;
 use std::mem::MaybeUninit;
@@ -274,7 +276,12 @@ impl WaitList {
     pub(crate) unsafe fn enqueue(&mut self, node: NonNull<Waiter>, waker: Waker, at_head: bool) {
         // SAFETY: the node is alive, idle and ours under the wait lock (caller's contract).
         unsafe {
-            node.as_ref().with_inner(|inner| inner.waker = Some(waker));
+            node.as_ref().with_inner(|inner| {
+                // An idle node holds no waker: replacing one would drop it here, under
+                // the wait lock.
+                debug_assert!(inner.waker.is_none(), "an idle node holds a waker");
+                inner.waker = Some(waker);
+            });
             self.link(node, at_head);
         }
     }

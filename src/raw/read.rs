@@ -128,6 +128,10 @@ impl RawRwLock {
         waker: Waker,
         bias: ReaderBias<'_>,
     ) {
+        // Declared before the wait lock is taken, so that a waker left unused (the queue
+        // was empty and the lock free) is dropped after the wait lock is released: its
+        // drop is foreign code.
+        let mut waker = Some(waker);
         self.with_wait_list(|list, wakers| {
             let mut adjustment = READER_BIAS.wrapping_neg();
             if list.is_empty() {
@@ -144,6 +148,7 @@ impl RawRwLock {
                 }
                 adjustment = adjustment.wrapping_add(WAITERS);
             }
+            let waker = waker.take().expect("the waker is used once");
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
             unsafe { list.enqueue(node, waker, false) };
             lockevent!(self, sleep_reader);
@@ -156,6 +161,7 @@ impl RawRwLock {
                 .wrapping_add(adjustment);
             self.cond_wake(list, count, wakers);
         });
+        drop(waker);
     }
 
     /// A spin of up to `budget` by a reader that found the lock write-locked (the learned

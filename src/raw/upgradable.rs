@@ -167,7 +167,11 @@ impl RawRwLock {
     #[cold]
     #[inline(never)]
     pub(crate) unsafe fn upgrade_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
-        self.with_wait_list(|list, _| {
+        // Declared before the wait lock is taken, so that a waker left unused (the other
+        // readers had left: the upgrade took the lock at once) is dropped after the wait
+        // lock is released: its drop is foreign code.
+        let mut waker = Some(waker);
+        let upgraded = self.with_wait_list(|list, _| {
             // SAFETY: we own the upgradable read lock.
             if unsafe { self.try_upgrade() } {
                 // SAFETY: the node is ours and was never linked; `Granted` tells its future
@@ -175,6 +179,7 @@ impl RawRwLock {
                 unsafe { node.as_ref() }.set_state(super::list::NodeState::Granted, Relaxed);
                 return true;
             }
+            let waker = waker.take().expect("the waker is used once");
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
             unsafe { list.enqueue(node, waker, true) };
             lockevent!(self, sleep_writer);
@@ -184,7 +189,9 @@ impl RawRwLock {
             // no waiters): look again.
             // SAFETY: the node is ours and linked in `list`, which we hold.
             unsafe { self.upgrade_own_at_head(list, node) }
-        })
+        });
+        drop(waker);
+        upgraded
     }
 
     /// Under the wait lock, for the queued upgrade at the head: take the write lock if only

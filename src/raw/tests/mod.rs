@@ -10,6 +10,8 @@ mod panics;
 mod transitions;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod upgradable;
+#[cfg(not(all(test, async_rwsem_loom)))]
+mod wait_lock;
 
 #[cfg(all(test, async_rwsem_loom))]
 mod loom_fair;
