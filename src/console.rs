@@ -58,7 +58,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::panic::{self, AssertUnwindSafe, Location};
+use std::panic::Location;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
@@ -148,13 +148,9 @@ impl Resource {
     /// subscriber's panic leaves the lock consistent (see the module documentation).
     pub(crate) fn update(&self, raw: &RawRwLock, from: Option<WaiterKind>, to: Option<WaiterKind>) {
         let Some(span) = self.made() else { return };
-        if std::thread::panicking() {
-            // A guard dropped by an unwind (perhaps the subscriber's own panic): a second
-            // panic here would abort the process. The update is lost if it panics.
-            let _ = panic::catch_unwind(AssertUnwindSafe(|| Self::emit(span, raw, from, to)));
-        } else {
-            Self::emit(span, raw, from, to);
-        }
+        // A guard dropped by an unwind (perhaps the subscriber's own panic): a second
+        // panic would abort the process; the update is lost if it panics then.
+        crate::observe::foreign(|| Self::emit(span, raw, from, to));
     }
 
     fn emit(span: &Span, raw: &RawRwLock, from: Option<WaiterKind>, to: Option<WaiterKind>) {

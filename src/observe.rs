@@ -20,6 +20,12 @@
 //! - [`released`]: after the raw release (the lock may already be someone else's); the
 //!   token's lock reference (an owned guard's `Arc`) is still alive. Foreign code may run.
 //!
+//! A release (and an acquire's end, its `contention_end` event) may run while the thread
+//! is already unwinding: a guard or a lock future dropped by a panic. A second panic
+//! there aborts the process, so every hook runs its foreign code through [`foreign`],
+//! which catches a panic while the thread unwinds (and loses that event) and lets it
+//! unwind to the caller otherwise.
+//!
 //! `kind` is the mode the lock is acquired or held in ([`WaiterKind`]).
 
 // Each feature adds its own field to `LockObserve` and `Held` and its own code to the
@@ -63,6 +69,21 @@ impl Site {
     #[inline]
     pub(crate) fn location(self) -> &'static std::panic::Location<'static> {
         self.location
+    }
+}
+
+/// Runs `emit`, foreign code (a `tracing` subscriber), from a hook that may run while the
+/// thread is already unwinding (a guard or a future dropped by a panic): there a panic in
+/// it is caught and dropped, with its event, since a second panic would abort the
+/// process. Otherwise it runs as is, and its panic unwinds to the caller, which has left
+/// nothing half-done (see the module documentation).
+#[cfg(feature = "tracing")]
+#[inline]
+pub(crate) fn foreign(emit: impl FnOnce()) {
+    if std::thread::panicking() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(emit));
+    } else {
+        emit();
     }
 }
 
@@ -167,7 +188,7 @@ pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.update(raw, None, Some(kind));
     #[cfg(all(feature = "lock_stat", feature = "tracing"))]
-    crate::lock_stat::warn::waited(raw, kind, &held.lock_stat, None);
+    foreign(|| crate::lock_stat::warn::waited(raw, kind, &held.lock_stat, None));
 }
 
 /// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
@@ -186,7 +207,7 @@ pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &
             &mut held.lock_stat,
         );
         #[cfg(feature = "tracing")]
-        crate::lock_stat::warn::waited(raw, to, &held.lock_stat, site);
+        foreign(|| crate::lock_stat::warn::waited(raw, to, &held.lock_stat, site));
         #[cfg(not(feature = "tracing"))]
         let _ = site;
     }
@@ -206,8 +227,9 @@ pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
     let held_ns = raw.observe.lock_stat.released(kind, &held.lock_stat);
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.update(raw, Some(kind), None);
+    // Also from a guard (or an upgrade in flight) dropped by an unwind: `foreign`.
     #[cfg(all(feature = "lock_stat", feature = "tracing"))]
-    crate::lock_stat::warn::released(raw, kind, &held.lock_stat, held_ns);
+    foreign(|| crate::lock_stat::warn::released(raw, kind, &held.lock_stat, held_ns));
     #[cfg(all(feature = "lock_stat", not(feature = "tracing")))]
     let _ = held_ns;
 }

@@ -197,25 +197,29 @@ impl LockFuture<'_> {
         match (&poll, self.waiting_since) {
             (Poll::Pending, None) => {
                 self.waiting_since = Some(std::time::Instant::now());
-                tracing::trace!(
-                    target: "async_rwsem::contention",
-                    lock = ?std::ptr::from_ref(self.lock),
-                    kind = %self.node.kind.event_name(),
-                    "contention_begin"
-                );
+                crate::observe::foreign(|| {
+                    tracing::trace!(
+                        target: "async_rwsem::contention",
+                        lock = ?std::ptr::from_ref(self.lock),
+                        kind = %self.node.kind.event_name(),
+                        "contention_begin"
+                    );
+                });
             }
             (Poll::Ready(()), Some(since)) => {
                 // We own the lock, and the caller makes its guard only once we return: if
                 // the subscriber panics, release the lock on the way out.
                 let release = ReleaseOnUnwind(self.lock, self.node.kind);
-                tracing::trace!(
-                    target: "async_rwsem::contention",
-                    lock = ?std::ptr::from_ref(self.lock),
-                    kind = %self.node.kind.event_name(),
-                    wait_us = since.elapsed().as_micros() as u64,
-                    acquired = true,
-                    "contention_end"
-                );
+                crate::observe::foreign(|| {
+                    tracing::trace!(
+                        target: "async_rwsem::contention",
+                        lock = ?std::ptr::from_ref(self.lock),
+                        kind = %self.node.kind.event_name(),
+                        wait_us = since.elapsed().as_micros() as u64,
+                        acquired = true,
+                        "contention_end"
+                    );
+                });
                 std::mem::forget(release);
             }
             _ => {}
@@ -382,14 +386,16 @@ impl LockFuture<'_> {
                         WaiterKind::UpgradableRead
                     };
                     let release = ReleaseOnUnwind(this.lock, held);
-                    tracing::trace!(
-                        target: "async_rwsem::contention",
-                        lock = ?std::ptr::from_ref(this.lock),
-                        kind = %this.node.kind.event_name(),
-                        wait_us = since.elapsed().as_micros() as u64,
-                        acquired = upgraded,
-                        "contention_end"
-                    );
+                    crate::observe::foreign(|| {
+                        tracing::trace!(
+                            target: "async_rwsem::contention",
+                            lock = ?std::ptr::from_ref(this.lock),
+                            kind = %this.node.kind.event_name(),
+                            wait_us = since.elapsed().as_micros() as u64,
+                            acquired = upgraded,
+                            "contention_end"
+                        );
+                    });
                     std::mem::forget(release);
                 }
                 upgraded
@@ -438,17 +444,21 @@ impl LockFuture<'_> {
         // it is not touched again after this call.
         unsafe { self.lock.cancel(node) };
         // Only now, with the node unlinked: a panicking subscriber must not unwind out of
-        // this drop while the node is still in the list.
+        // this drop while the node is still in the list. The drop may be an unwind's (a
+        // task that panicked while it waited): `foreign` keeps a second panic from
+        // aborting the process.
         #[cfg(feature = "tracing")]
         if let Some(since) = self.waiting_since {
-            tracing::trace!(
-                target: "async_rwsem::contention",
-                lock = ?std::ptr::from_ref(self.lock),
-                kind = %self.node.kind.event_name(),
-                wait_us = since.elapsed().as_micros() as u64,
-                acquired = false,
-                "contention_end"
-            );
+            crate::observe::foreign(|| {
+                tracing::trace!(
+                    target: "async_rwsem::contention",
+                    lock = ?std::ptr::from_ref(self.lock),
+                    kind = %self.node.kind.event_name(),
+                    wait_us = since.elapsed().as_micros() as u64,
+                    acquired = false,
+                    "contention_end"
+                );
+            });
         }
     }
 }
