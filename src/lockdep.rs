@@ -105,6 +105,14 @@
 //! again before the worker drops it is reported as recursion), and the receiving task's
 //! are not (an order it makes is not seen). Acquire a lock in the task that holds it.
 //!
+//! A guard that is never dropped (`mem::forget`, a leaked `Box`) is never released: its
+//! lock stays charged to the holder that acquired it for as long as the lock lives, so
+//! that holder's next acquire of it is reported as recursion (for a write, or a read
+//! behind a queued writer, a real self-deadlock: the lock is never released). Lockdep
+//! knows a lock by a number it is given at its first acquire (moved with it, never
+//! reused), not by its address: when the lock is dropped, its holds go with it, and a new
+//! lock made in its place is a new lock.
+//!
 //! Futures that run concurrently inside one task (`join!`, `select!`,
 //! `FuturesUnordered`, the mock tasks of `tokio_test` polled on one thread) are one
 //! holder: a lock that one of them holds orders the acquires of the others, and one lock
@@ -135,14 +143,16 @@
 //! the feature on, against 63 to 72 without it (callgrind, the repository's
 //! `benches/instructions.rs`). The graph only grows, by one entry per class and per order
 //! seen. With [`Report::Off`] an acquire still takes the mutex once, to register the held
-//! lock (`held` must find it if reports are turned back on). Without the feature, none of
+//! lock (`held` must find it if reports are turned back on). Dropping a lock that was
+//! ever acquired takes the mutex once too (to drop the holds of forgotten guards). Without the feature, none of
 //! this is compiled: not one instruction is added to any acquire or release.
 
+#[cfg(test)]
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
 use std::panic::Location;
-use std::ptr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
@@ -331,6 +341,9 @@ pub(crate) struct LockClass {
     subclass: u32,
     /// The index in the class table plus one; 0 until registered.
     id: AtomicU32,
+    /// The lock's number, its identity in the held sets: given at its first acquire,
+    /// never reused, and moved with the lock (an address is neither); 0 until then.
+    lock: AtomicU64,
 }
 
 impl LockClass {
@@ -341,6 +354,7 @@ impl LockClass {
             base: Base::Site(Location::caller()),
             subclass: 0,
             id: AtomicU32::new(0),
+            lock: AtomicU64::new(0),
         }
     }
 
@@ -377,6 +391,26 @@ impl Default for LockClass {
     }
 }
 
+impl Drop for LockClass {
+    /// The lock is gone: so are its holds that no guard will ever release (guards that
+    /// were `mem::forget`-ed or leaked), taken off the sets of their holders. Nothing is
+    /// left to order their holders' acquires, or to match a later lock.
+    fn drop(&mut self) {
+        let lock = *self.lock.get_mut();
+        if lock == 0 {
+            return; // never acquired
+        }
+        let mut state = state();
+        if state.holds.remove(&lock).is_none() {
+            return; // every hold released
+        }
+        state.held.retain(|_, entries| {
+            entries.retain(|entry| entry.lock != lock);
+            !entries.is_empty()
+        });
+    }
+}
+
 /// Which holder a held lock was charged to, and its entry there (0: not charged).
 #[derive(Debug)]
 pub(crate) struct HeldState {
@@ -399,6 +433,10 @@ pub(crate) fn acquiring(
     if attempt == Attempt::Try {
         return;
     }
+    #[cfg(test)]
+    if CHECKS_OFF.try_with(Cell::get).unwrap_or(false) {
+        return;
+    }
     let report = report();
     if report == Report::Off {
         return;
@@ -407,14 +445,8 @@ pub(crate) fn acquiring(
     let message = {
         let mut state = state();
         let class = state.class_id(&raw.observe.lockdep);
-        state.check(
-            holder,
-            address(raw),
-            class,
-            kind,
-            site,
-            attempt == Attempt::Upgrade,
-        )
+        let lock = state.lock_id(&raw.observe.lockdep);
+        state.check(holder, lock, class, kind, site, attempt == Attempt::Upgrade)
     };
     if let Some(message) = message {
         deliver(report, &message);
@@ -431,22 +463,18 @@ pub(crate) fn acquired(
     let holder = Holder::current();
     let mut state = state();
     let class = state.class_id(&raw.observe.lockdep);
+    let lock = state.lock_id(&raw.observe.lockdep);
     state.next_entry += 1;
     let entry = state.next_entry;
     state.held.entry(holder).or_default().push(Entry {
         id: entry,
-        lock: address(raw),
+        lock,
         class,
         mode: Mode::of(kind),
         site,
     });
+    *state.holds.entry(lock).or_default() += 1;
     HeldState { holder, entry }
-}
-
-/// A lock's identity while it is held: its address (it cannot move or be freed while
-/// held).
-fn address(raw: &RawRwLock) -> usize {
-    ptr::from_ref(raw) as usize
 }
 
 /// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
@@ -471,11 +499,60 @@ pub(crate) fn released(held: HeldState) {
         return;
     }
     let mut state = state();
-    if let Some(entries) = state.held.get_mut(&held.holder) {
-        entries.retain(|entry| entry.id != held.entry);
-        if entries.is_empty() {
-            state.held.remove(&held.holder);
+    let Some(entries) = state.held.get_mut(&held.holder) else {
+        return;
+    };
+    let Some(at) = entries.iter().position(|entry| entry.id == held.entry) else {
+        return;
+    };
+    let lock = entries.remove(at).lock;
+    if entries.is_empty() {
+        state.held.remove(&held.holder);
+    }
+    if let Some(holds) = state.holds.get_mut(&lock) {
+        *holds -= 1;
+        if *holds == 0 {
+            state.holds.remove(&lock);
         }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Whether the checks are off on this thread (the crate's own tests).
+    static CHECKS_OFF: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Turns lockdep's checks off on this thread until the guard returned is dropped: the
+/// crate's own unit tests (`cfg(test)` only; nothing of it is in a user's build), whose
+/// mock tasks, polled by hand on the test's thread, are one holder to lockdep, and take
+/// on purpose the orders it reports (a read while "another task" holds the write lock is
+/// a recursive acquire to lockdep). The acquires are still charged to their holder and
+/// released; only [`acquiring`]'s checks (and so its reports and new orders) are skipped,
+/// for acquires made on this thread, whatever [`report`] says. Tests of lockdep itself
+/// (`tests/lockdep.rs`) leave it on.
+#[cfg(test)]
+#[must_use = "the checks are back on when the guard is dropped"]
+pub(crate) fn off_on_this_thread() -> ChecksOff {
+    ChecksOff {
+        was_off: CHECKS_OFF.with(|off| off.replace(true)),
+        _not_send: std::marker::PhantomData,
+    }
+}
+
+/// The guard of [`off_on_this_thread`]: the checks are as they were when it is dropped.
+/// Not `Send`: it stands for its thread.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct ChecksOff {
+    was_off: bool,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+#[cfg(test)]
+impl Drop for ChecksOff {
+    fn drop(&mut self) {
+        let _ = CHECKS_OFF.try_with(|off| off.set(self.was_off));
     }
 }
 
@@ -576,7 +653,8 @@ impl fmt::Display for ClassKey {
 #[derive(Debug)]
 struct Entry {
     id: u64,
-    lock: usize,
+    /// The lock's number (`LockClass::lock`).
+    lock: u64,
     class: u32,
     mode: Mode,
     site: &'static Location<'static>,
@@ -603,6 +681,10 @@ struct State {
     after: Vec<Vec<u32>>,
     held: HashMap<Holder, Vec<Entry>>,
     next_entry: u64,
+    /// The number of holds in the held sets, by lock number (the locks held now).
+    holds: HashMap<u64, u32>,
+    /// The last lock number given.
+    next_lock: u64,
     /// The recursions reported (the two locations), each reported once.
     recursions: HashSet<(&'static Location<'static>, &'static Location<'static>)>,
 }
@@ -637,19 +719,30 @@ impl State {
         id
     }
 
+    /// The lock's number, given now if it has none (under lockdep's mutex: one each).
+    fn lock_id(&mut self, class: &LockClass) -> u64 {
+        let lock = class.lock.load(Relaxed);
+        if lock != 0 {
+            return lock;
+        }
+        self.next_lock += 1;
+        class.lock.store(self.next_lock, Relaxed);
+        self.next_lock
+    }
+
     /// Checks an acquire that can wait against the locks `holder` holds, adds its
     /// orders, and returns the report to make, if any.
     fn check(
         &mut self,
         holder: Holder,
-        lock: usize,
+        lock: u64,
         class: u32,
         kind: WaiterKind,
         site: &'static Location<'static>,
         upgrade: bool,
     ) -> Option<String> {
         let mode = Mode::of(kind);
-        let held: Vec<(usize, u32, Mode, &'static Location<'static>)> = self
+        let held: Vec<(u64, u32, Mode, &'static Location<'static>)> = self
             .held
             .get(&holder)
             .map(|entries| {

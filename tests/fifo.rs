@@ -30,6 +30,7 @@ fn into_inner() {
 /// Several readers hold the lock at once.
 #[test]
 fn read_shared() {
+    support::lockdep_off();
     let rwlock = fifo(100);
     let mut t1 = spawn(rwlock.read());
     let g1 = assert_ready!(t1.poll());
@@ -41,6 +42,7 @@ fn read_shared() {
 /// A reader holds the lock: a writer waits.
 #[test]
 fn write_shared_pending() {
+    support::lockdep_off();
     let rwlock = fifo(100);
     let mut t1 = spawn(rwlock.read());
     let _g1 = assert_ready!(t1.poll());
@@ -51,6 +53,7 @@ fn write_shared_pending() {
 /// A writer holds the lock: a reader waits.
 #[test]
 fn read_exclusive_pending() {
+    support::lockdep_off();
     let rwlock = fifo(100);
     let mut t1 = spawn(rwlock.write());
     let _g1 = assert_ready!(t1.poll());
@@ -62,6 +65,7 @@ fn read_exclusive_pending() {
 /// them leaves.
 #[test]
 fn exhaust_reading() {
+    support::lockdep_off();
     let rwlock = RwLock::with_policy_and_max_readers(100, Policy::fifo(), 1024);
     let mut reads = Vec::new();
     loop {
@@ -104,6 +108,7 @@ fn zero_max_readers_const() {
 /// A writer holds the lock: another writer waits.
 #[test]
 fn write_exclusive_pending() {
+    support::lockdep_off();
     let rwlock = fifo(100);
     let mut t1 = spawn(rwlock.write());
     let _g1 = assert_ready!(t1.poll());
@@ -115,6 +120,7 @@ fn write_exclusive_pending() {
 /// leaves.
 #[test]
 fn write_shared_drop() {
+    support::lockdep_off();
     let rwlock = fifo(100);
     let mut t1 = spawn(rwlock.read());
     let g1 = assert_ready!(t1.poll());
@@ -128,6 +134,7 @@ fn write_shared_drop() {
 /// Readers hold the lock and a writer waits: a new reader waits behind the writer.
 #[test]
 fn write_read_shared_pending() {
+    support::lockdep_off();
     let rwlock = fifo(100);
     let mut t1 = spawn(rwlock.read());
     let _g1 = assert_ready!(t1.poll());
@@ -143,6 +150,7 @@ fn write_read_shared_pending() {
 /// writer is dropped, the reader behind it gets in.
 #[test]
 fn write_read_shared_drop_pending() {
+    support::lockdep_off();
     let rwlock = fifo(100);
     let mut t1 = spawn(rwlock.read());
     let _g1 = assert_ready!(t1.poll());
@@ -186,6 +194,7 @@ async fn write_order() {
 /// writer that arrives after the release (while the queue is not empty) waits its turn.
 #[test]
 fn contended_order_is_the_order_of_first_polls() {
+    support::lockdep_off();
     let rwlock = fifo(Vec::<u32>::new());
     let held = rwlock.try_write().unwrap();
     let mut second = spawn(rwlock.write().map(|mut guard| guard.push(2)));
@@ -279,6 +288,7 @@ fn try_read_try_write() {
 /// while its closure runs; both read guards then point at the same value.
 #[tokio::test]
 async fn downgrade_map() {
+    support::lockdep_off();
     let lock = fifo(0);
     let write_guard = lock.write().await;
     let mut read_t = spawn(lock.read());
@@ -295,6 +305,7 @@ async fn downgrade_map() {
 /// the reader still waits), then accepts.
 #[tokio::test]
 async fn try_downgrade_map() {
+    support::lockdep_off();
     let lock = fifo(0);
     let write_guard = lock.write().await;
     let mut read_t = spawn(lock.read());
@@ -369,6 +380,7 @@ fn reader_behind_a_pending_writer_waits(
 
 #[test]
 fn a_reader_queued_behind_a_pending_writer_is_not_granted_with_the_head() {
+    support::lockdep_off();
     reader_behind_a_pending_writer_waits(|held| {
         drop(held);
         None
@@ -377,6 +389,7 @@ fn a_reader_queued_behind_a_pending_writer_is_not_granted_with_the_head() {
 
 #[test]
 fn a_downgrade_grants_the_head_reader_not_the_one_behind_a_pending_writer() {
+    support::lockdep_off();
     reader_behind_a_pending_writer_waits(|held| Some(held.downgrade()));
 }
 
@@ -385,6 +398,7 @@ fn a_downgrade_grants_the_head_reader_not_the_one_behind_a_pending_writer() {
 /// instead of taking the lock.
 #[test]
 fn strict_order_keeps_an_arriving_writer_behind_a_woken_head() {
+    support::lockdep_off();
     let policy = Policy::new()
         .strict_order(true)
         .handoff_timeout(std::time::Duration::from_secs(3600))
@@ -417,6 +431,7 @@ fn strict_order_keeps_an_arriving_writer_behind_a_woken_head() {
 
 #[test]
 fn under_fifo_a_never_polled_waiter_holds_the_others_until_dropped() {
+    support::lockdep_off();
     let rwlock = fifo(0u32);
     let held = rwlock.try_write().unwrap();
     let mut stuck = spawn(rwlock.write());

@@ -14,6 +14,8 @@ use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
 use futures::executor::{block_on, LocalPool};
 use futures::task::LocalSpawnExt;
 
+mod support;
+
 /// Returns `Pending` once (waking itself at once), as a section that awaits something.
 struct YieldOnce(bool);
 
@@ -36,6 +38,7 @@ fn yield_once() -> YieldOnce {
 
 #[test]
 fn tasks_on_a_local_pool_queue_and_finish() {
+    support::lockdep_off();
     const TASKS: u64 = 8;
     const ROUNDS: u64 = 200;
     let lock = Arc::new(RwLock::new((0u64, 0u64)));

@@ -53,6 +53,7 @@ fn uncontended_reads_and_writes_are_counted_exactly_with_no_wait() {
 
 #[test]
 fn contended_waits_are_measured_from_the_first_wait_to_the_grant() {
+    support::lockdep_off();
     let lock = RwLock::with_policy(0, queue_at_once());
     let w = lock.try_write().unwrap();
     let mut r = spawn(lock.read());
@@ -94,6 +95,7 @@ fn contended_waits_are_measured_from_the_first_wait_to_the_grant() {
 
 #[test]
 fn a_dropped_waiter_records_no_acquisition() {
+    support::lockdep_off();
     let lock = RwLock::with_policy(0, queue_at_once());
     let w = lock.try_write().unwrap();
     let mut r = spawn(lock.read());
@@ -163,6 +165,7 @@ fn upgrades_and_downgrades_split_the_hold_between_the_modes() {
 
 #[test]
 fn a_waited_upgrade_is_a_write_contention() {
+    support::lockdep_off();
     let lock = RwLock::with_policy(0, queue_at_once());
     let up = lock.try_upgradable_read().unwrap();
     let reader = lock.try_read().unwrap();
@@ -221,6 +224,7 @@ fn the_snapshot_names_the_writer_and_since_when() {
 
 #[test]
 fn the_head_wait_is_known_for_a_queued_reader() {
+    support::lockdep_off();
     let lock = RwLock::with_policy(0, queue_at_once());
     let w = lock.try_write().unwrap();
     let mut r = spawn(lock.read());
@@ -271,6 +275,7 @@ fn an_owned_guard_is_located_at_its_acquire() {
 #[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn an_acquire_that_times_out_records_no_acquisition() {
+    support::lockdep_off();
     let lock = RwLock::with_policy(0, queue_at_once());
     let w = lock.try_write().unwrap();
     assert!(lock.read_timeout(Duration::from_millis(5)).await.is_err());
@@ -397,6 +402,7 @@ mod warnings {
 
     #[test]
     fn a_waiter_past_its_threshold_is_reported_at_the_release_and_at_its_grant() {
+        support::lockdep_off();
         let collect = Collect::default();
         let events = Arc::clone(&collect.events);
         tracing::subscriber::with_default(collect, || {
@@ -447,6 +453,7 @@ mod warnings {
 
     #[test]
     fn an_upgrade_that_waited_too_long_is_reported_at_its_grant() {
+        support::lockdep_off();
         let collect = Collect::default();
         let events = Arc::clone(&collect.events);
         tracing::subscriber::with_default(collect, || {
@@ -506,6 +513,7 @@ mod warnings {
 
     #[test]
     fn a_subscriber_panicking_on_a_waiter_at_the_release_leaves_it_the_lock() {
+        support::lockdep_off();
         with_panicking_subscriber("waiting too long for the lock", || {
             let lock = RwLock::with_policy(0, warn_all());
             let r1 = lock.try_read().unwrap();
@@ -526,6 +534,7 @@ mod warnings {
 
     #[test]
     fn a_subscriber_panicking_on_a_waiter_at_its_grant_releases_the_lock() {
+        support::lockdep_off();
         with_panicking_subscriber("waited too long for the lock", || {
             let lock = RwLock::with_policy(0, warn_all());
             let w = lock.try_write().unwrap();

@@ -597,3 +597,72 @@ async fn shards_taken_by_index_are_ordered_by_their_subclasses() {
         assert_idle(shard);
     }
 }
+
+/// A guard that is `mem::forget`-ed is never released: its lock stays held by the holder
+/// that took it, for as long as the lock lives. Once the lock is dropped, the hold goes
+/// with it: a new lock made in the same place (the same address) is a new lock to lockdep,
+/// and its acquire by the same holder is no recursive acquire; nor does the dropped lock
+/// order what the holder acquires next.
+#[test]
+fn a_forgotten_guard_leaves_nothing_behind_once_its_lock_is_dropped() {
+    setup();
+    let mut lock = RwLock::new(0).with_lockdep_class("forget: dropped");
+    let first = std::ptr::from_ref(&lock);
+    std::mem::forget(lock.blocking_write());
+    assert_eq!(lockdep::held().len(), 1);
+    // The assignment drops the old lock in place and moves the new one there.
+    lock = RwLock::new(0).with_lockdep_class("forget: dropped");
+    assert_eq!(std::ptr::from_ref(&lock), first, "not the same address");
+    assert!(lockdep::held().is_empty());
+    // This thread acquires the new lock: no recursion.
+    *lock.blocking_write() += 1;
+    let r = lock.blocking_read();
+    assert_eq!(*r, 1);
+    drop(r);
+    assert_idle(&lock);
+
+    // The same in a task, the lock's storage a `Box` reused in place, another class's
+    // lock acquired in between: no stale order either.
+    let other = RwLock::new(0).with_lockdep_class("forget: other");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        tokio::spawn(async move {
+            let mut slot = Box::new(RwLock::new(0).with_lockdep_class("forget: boxed"));
+            std::mem::forget(slot.read().await);
+            *slot = RwLock::new(0).with_lockdep_class("forget: boxed");
+            assert!(lockdep::held().is_empty());
+            // Had the forgotten read stayed held, "forget: boxed" would now be ordered
+            // before "forget: other", and the other order below would close a cycle.
+            let _other = other.write().await;
+            let _boxed = slot.write().await;
+        })
+        .await
+        .unwrap();
+    });
+}
+
+/// A guard forgotten while its lock lives: the lock stays held by the holder that took it
+/// (it is, for ever), so that holder's next acquire of it is a recursive acquire, reported
+/// (for a write, a real self-deadlock) wherever the lock has moved since.
+#[test]
+fn a_forgotten_guard_of_a_live_lock_is_still_held() {
+    setup();
+    let lock = RwLock::new(0).with_lockdep_class("forget: live");
+    std::mem::forget(lock.try_write().unwrap());
+    let held = lockdep::held();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].mode, Mode::Write);
+    // Moved: lockdep's identity for the lock moves with it.
+    let moved = Box::new(lock);
+    let report = message(
+        catch_unwind(AssertUnwindSafe(|| drop(moved.blocking_write())))
+            .expect_err("no lockdep report"),
+    );
+    assert!(report.contains("recursive acquire of one lock"), "{report}");
+    assert!(report.contains(r#""forget: live" (write)"#), "{report}");
+    // Dropped (with its forgotten write lock): nothing left held.
+    drop(moved);
+    assert!(lockdep::held().is_empty());
+}

@@ -218,6 +218,7 @@ fn upgradable_reader_queueing_with_a_panicking_clone_leaves_nothing_queued() {
 
 #[test]
 fn upgrade_repolled_after_a_panicking_clone_still_waits_for_the_readers() {
+    support::lockdep_off();
     let l = lock();
     let probe = Probe::new();
     let waker = probe_waker(&probe);
@@ -249,6 +250,7 @@ fn upgrade_repolled_after_a_panicking_clone_still_waits_for_the_readers() {
 
 #[test]
 fn upgrade_dropped_after_a_panicking_clone_releases_the_lock() {
+    support::lockdep_off();
     let l = lock();
     let probe = Probe::new();
     probe.panic_clone.store(true, SeqCst);
@@ -265,6 +267,7 @@ fn upgrade_dropped_after_a_panicking_clone_releases_the_lock() {
 
 #[test]
 fn repoll_with_a_new_panicking_waker_keeps_the_node_consistent() {
+    support::lockdep_off();
     // A queued upgrade (a future that may be polled again after a panic) is re-polled by
     // a task whose waker panics when cloned; then by a sound one.
     let l = lock();
@@ -287,6 +290,7 @@ fn repoll_with_a_new_panicking_waker_keeps_the_node_consistent() {
 
 #[test]
 fn queued_writer_repolled_with_a_panicking_waker_can_still_be_cancelled() {
+    support::lockdep_off();
     let l = lock();
     let good = Probe::new();
     let bad = Probe::new();
@@ -307,6 +311,7 @@ fn queued_writer_repolled_with_a_panicking_waker_can_still_be_cancelled() {
 
 #[test]
 fn a_panicking_wake_does_not_keep_the_other_granted_readers_asleep() {
+    support::lockdep_off();
     let l = lock();
     let probes = [Probe::new(), Probe::new(), Probe::new()];
     let w = l.try_write().unwrap();
@@ -346,6 +351,7 @@ fn a_panicking_wake_does_not_keep_the_other_granted_readers_asleep() {
 
 #[test]
 fn a_panicking_wake_of_a_writer_leaves_it_able_to_take_the_lock() {
+    support::lockdep_off();
     let l = lock();
     let probe = Probe::new();
     let r = l.try_read().unwrap();
@@ -370,6 +376,7 @@ fn a_panicking_wake_of_a_writer_leaves_it_able_to_take_the_lock() {
 /// owning the lock: the next poll completes, and a drop instead releases it.
 #[test]
 fn a_panicking_wake_of_a_writer_granted_at_a_release_leaves_it_owning_the_lock() {
+    support::lockdep_off();
     for repoll in [true, false] {
         let l = RwLock::with_policy(0u32, queue_at_once().handoff_timeout(Duration::ZERO));
         let probe = Probe::new();
@@ -396,6 +403,7 @@ fn a_panicking_wake_of_a_writer_granted_at_a_release_leaves_it_owning_the_lock()
 
 #[test]
 fn a_panicking_wake_of_an_upgrade_leaves_it_granted() {
+    support::lockdep_off();
     let l = lock();
     let probe = Probe::new();
     let up = l.try_upgradable_read().unwrap();
@@ -415,6 +423,7 @@ fn a_panicking_wake_of_an_upgrade_leaves_it_granted() {
 
 #[test]
 fn a_panicking_self_wake_of_a_yielding_writer_holds_nothing() {
+    support::lockdep_off();
     let l = RwLock::with_policy(
         0,
         Policy::new().writer_spin(Duration::ZERO).writer_yields(2),
@@ -434,6 +443,7 @@ fn a_panicking_self_wake_of_a_yielding_writer_holds_nothing() {
 
 #[test]
 fn a_panicking_waker_drop_in_a_cancel_still_wakes_the_readers_it_granted() {
+    support::lockdep_off();
     // Readers share the lock; a writer queues, then two readers queue behind it. The
     // writer's future is dropped: the cancel grants the two readers (the new head) and
     // drops the writer's waker, which panics. The readers must still be woken.
@@ -482,6 +492,7 @@ const DEADLINE: Duration = Duration::from_millis(5);
 #[cfg(feature = "tokio")]
 #[test]
 fn a_panicking_waker_drop_in_a_stopped_upgrade_releases_the_upgradable_lock() {
+    support::lockdep_off();
     let probe = Probe::new();
     paused_runtime().block_on(async {
         let l = lock();
@@ -512,6 +523,7 @@ fn a_panicking_waker_drop_in_a_stopped_upgrade_releases_the_upgradable_lock() {
 #[cfg(feature = "tokio")]
 #[test]
 fn a_panicking_wake_in_a_stopped_upgrade_still_lets_the_readers_in() {
+    support::lockdep_off();
     let (own, bad) = (Probe::new(), Probe::new());
     paused_runtime().block_on(async {
         let l = lock();
@@ -693,6 +705,7 @@ fn queued_reader(l: &Pair) -> impl Future<Output = async_rwsem::OwnedRwLockReadG
 
 #[test]
 fn a_panicking_wake_in_downgrade_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| l.try_write().unwrap(),
@@ -704,6 +717,7 @@ fn a_panicking_wake_in_downgrade_releases_the_read_lock_once() {
 
 #[test]
 fn a_panicking_wake_in_downgrade_to_upgradable_releases_the_upgradable_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| l.try_write().unwrap(),
@@ -715,6 +729,7 @@ fn a_panicking_wake_in_downgrade_to_upgradable_releases_the_upgradable_lock_once
 
 #[test]
 fn a_panicking_wake_in_downgrade_map_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| l.try_write().unwrap(),
@@ -730,6 +745,7 @@ fn a_panicking_wake_in_downgrade_map_releases_the_read_lock_once() {
 
 #[test]
 fn a_panicking_wake_in_try_downgrade_map_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| l.try_write().unwrap(),
@@ -747,6 +763,7 @@ fn a_panicking_wake_in_try_downgrade_map_releases_the_read_lock_once() {
 
 #[test]
 fn a_panicking_wake_in_an_owned_downgrade_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| Arc::clone(l).try_write_owned().unwrap(),
@@ -758,6 +775,7 @@ fn a_panicking_wake_in_an_owned_downgrade_releases_the_read_lock_once() {
 
 #[test]
 fn a_panicking_wake_in_an_owned_downgrade_to_upgradable_releases_it_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| Arc::clone(l).try_write_owned().unwrap(),
@@ -769,6 +787,7 @@ fn a_panicking_wake_in_an_owned_downgrade_to_upgradable_releases_it_once() {
 
 #[test]
 fn a_panicking_wake_in_an_owned_downgrade_map_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| Arc::clone(l).try_write_owned().unwrap(),
@@ -780,6 +799,7 @@ fn a_panicking_wake_in_an_owned_downgrade_map_releases_the_read_lock_once() {
 
 #[test]
 fn a_panicking_wake_in_an_owned_try_downgrade_map_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| Arc::clone(l).try_write_owned().unwrap(),
@@ -810,6 +830,7 @@ fn upgradable_alone(l: &Pair, guard: impl std::ops::Deref<Target = (u32, u32)>) 
 
 #[test]
 fn a_panicking_wake_in_an_upgradable_downgrade_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| l.try_upgradable_read().unwrap(),
@@ -821,6 +842,7 @@ fn a_panicking_wake_in_an_upgradable_downgrade_releases_the_read_lock_once() {
 
 #[test]
 fn a_panicking_wake_in_an_owned_upgradable_downgrade_releases_the_read_lock_once() {
+    support::lockdep_off();
     downgrade_with_a_panicking_wake(
         &pair(),
         |l| Arc::clone(l).try_upgradable_read_owned().unwrap(),
@@ -832,6 +854,7 @@ fn a_panicking_wake_in_an_owned_upgradable_downgrade_releases_the_read_lock_once
 
 #[test]
 fn a_panicking_drop_of_a_replaced_waker_leaves_the_node_queued() {
+    support::lockdep_off();
     // A queued writer is polled again by a task with another waker: the node takes the
     // new waker, and the old one is dropped after the wait lock is released; that drop
     // panics. The unwind drops the future (an `async fn`), which unlinks the node.

@@ -145,6 +145,7 @@ mod never_polled {
 
     #[test]
     fn a_never_polled_writer_does_not_block_the_others_before_its_handoff_is_due() {
+        support::lockdep_off();
         // The default policy, but for a handoff timeout the test cannot reach.
         let lock = RwLock::with_policy(0u32, Policy::new().handoff_timeout(Duration::MAX / 2));
         let held = lock.try_write().unwrap();
@@ -180,6 +181,7 @@ mod never_polled {
 
     #[test]
     fn under_the_default_policy_a_never_polled_writer_is_handed_the_lock_once_due() {
+        support::lockdep_off();
         let lock = RwLock::new(0u32);
         let reader = lock.try_read().unwrap();
         let mut stuck = spawn(lock.write());

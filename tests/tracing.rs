@@ -76,6 +76,7 @@ impl Subscriber for Collect {
 
 #[test]
 fn contention_begin_and_end_around_a_wait() {
+    support::lockdep_off();
     let collect = Collect::default();
     let events = Arc::clone(&collect.0);
     tracing::subscriber::with_default(collect, || {
@@ -137,6 +138,7 @@ fn with_panicking_subscriber(panic_on: &'static str, f: impl FnOnce()) {
 
 #[test]
 fn a_subscriber_panicking_in_a_cancelled_acquire_leaves_no_node_linked() {
+    support::lockdep_off();
     with_panicking_subscriber("contention_end kind=Reader acquired=false", || {
         let l = RwLock::with_policy(0, queue_at_once());
         let w = l.try_write().unwrap();
@@ -158,6 +160,7 @@ fn a_subscriber_panicking_in_a_cancelled_acquire_leaves_no_node_linked() {
 
 #[test]
 fn a_subscriber_panicking_after_an_acquire_releases_the_lock() {
+    support::lockdep_off();
     with_panicking_subscriber("contention_end kind=Writer acquired=true", || {
         let l = RwLock::with_policy(0, queue_at_once());
         let r = l.try_read().unwrap();
@@ -176,6 +179,7 @@ fn a_subscriber_panicking_after_an_acquire_releases_the_lock() {
 
 #[test]
 fn a_subscriber_panicking_when_an_acquire_starts_to_wait() {
+    support::lockdep_off();
     with_panicking_subscriber("contention_begin kind=Reader", || {
         let l = RwLock::with_policy(0, queue_at_once());
         let w = l.try_write().unwrap();
@@ -193,6 +197,7 @@ fn a_subscriber_panicking_when_an_acquire_starts_to_wait() {
 /// back; if the subscriber panics there, the upgradable read lock is released.
 #[test]
 fn a_stopped_upgrade_ends_its_wait_and_a_panicking_subscriber_releases_the_lock() {
+    support::lockdep_off();
     let collect = Collect::default();
     let events = Arc::clone(&collect.0);
     tracing::subscriber::with_default(collect, || {

@@ -19,6 +19,7 @@ const LONG: Duration = Duration::from_secs(60);
 
 #[test]
 fn blocking_expiry_gives_the_guard_back_and_readers_still_share() {
+    support::lockdep_off();
     let lock = RwLock::new(1);
     let up = lock.try_upgradable_read().unwrap();
     let r = lock.try_read().unwrap();
@@ -40,6 +41,7 @@ fn blocking_expiry_gives_the_guard_back_and_readers_still_share() {
 
 #[test]
 fn blocking_upgrade_succeeds_when_the_readers_leave_in_time() {
+    support::lockdep_off();
     let lock = Arc::new(RwLock::new(0));
     let r = Arc::clone(&lock).try_read_owned().unwrap();
     let up = lock.try_upgradable_read().unwrap();
@@ -59,6 +61,7 @@ fn blocking_upgrade_succeeds_when_the_readers_leave_in_time() {
 /// waits) is let in when the upgrade gives up, beside the upgradable guard.
 #[test]
 fn blocking_expiry_lets_in_the_readers_the_upgrade_held_back() {
+    support::lockdep_off();
     let lock = Arc::new(RwLock::new(5));
     let r = lock.try_read().unwrap();
     let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
@@ -93,6 +96,7 @@ fn blocking_expiry_lets_in_the_readers_the_upgrade_held_back() {
 
 #[test]
 fn blocking_owned_forms() {
+    support::lockdep_off();
     let lock = Arc::new(RwLock::new(0));
     let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
     let r = lock.try_read().unwrap();
@@ -118,6 +122,7 @@ mod with_tokio {
 
     #[tokio::test(start_paused = true)]
     async fn expiry_gives_the_guard_back_and_readers_still_share() {
+        support::lockdep_off();
         let lock = RwLock::new(1);
         let up = lock.upgradable_read().await;
         let r = lock.read().await;
@@ -145,6 +150,7 @@ mod with_tokio {
     /// and the upgradable read lock with it.
     #[tokio::test(start_paused = true)]
     async fn timeout_around_upgrade_loses_the_lock() {
+        support::lockdep_off();
         let lock = RwLock::new(1);
         let up = lock.upgradable_read().await;
         let r = lock.read().await;
@@ -160,6 +166,7 @@ mod with_tokio {
 
     #[tokio::test(start_paused = true)]
     async fn succeeds_before_the_deadline() {
+        support::lockdep_off();
         let lock = Arc::new(RwLock::new(0));
         let r = Arc::clone(&lock).read_owned().await;
         let reader = tokio::spawn(async move {
@@ -182,6 +189,7 @@ mod with_tokio {
     /// granted beside the upgradable guard, which comes back.
     #[tokio::test(start_paused = true)]
     async fn expiry_grants_the_readers_the_upgrade_held_back() {
+        support::lockdep_off();
         let lock = RwLock::new(7);
         let r = lock.read().await;
         let up = lock.upgradable_read().await;
@@ -208,6 +216,7 @@ mod with_tokio {
     /// upgradable guard gone too.
     #[tokio::test(start_paused = true)]
     async fn expiry_leaves_a_queued_writer_waiting_for_the_guard() {
+        support::lockdep_off();
         let lock = RwLock::new(0);
         let r = lock.read().await;
         let up = lock.upgradable_read().await;
@@ -258,6 +267,7 @@ mod with_tokio {
 
     #[tokio::test(start_paused = true)]
     async fn expiry_racing_a_release() {
+        support::lockdep_off();
         assert!(race(SHORT - Duration::from_millis(1)).await);
         assert!(!race(SHORT + Duration::from_millis(1)).await);
         // The same instant: the release's wake and the expiry's are both due; whichever
@@ -267,6 +277,7 @@ mod with_tokio {
 
     #[tokio::test(start_paused = true)]
     async fn owned_forms() {
+        support::lockdep_off();
         let lock = Arc::new(RwLock::new(String::from("a")));
         let up = Arc::clone(&lock).upgradable_read_owned().await;
         let r = lock.read().await;
@@ -292,6 +303,7 @@ mod with_tokio {
     /// `upgrade` does) and leaves nothing queued.
     #[tokio::test(start_paused = true)]
     async fn dropped_while_waiting_releases_the_lock() {
+        support::lockdep_off();
         let lock = RwLock::new(0);
         let r = lock.read().await;
         let up = lock.upgradable_read().await;

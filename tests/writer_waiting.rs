@@ -55,6 +55,7 @@ fn false_alone() {
 /// the one that holds the lock: someone waits, but no writer.
 #[test]
 fn false_with_only_readers_queued() {
+    support::lockdep_off();
     let lock = RwLock::with_max_readers(0, 2);
     let up = lock.try_upgradable_read().unwrap();
     let r = lock.try_read().unwrap();
@@ -74,6 +75,7 @@ fn false_with_only_readers_queued() {
 
 #[test]
 fn true_with_a_writer_queued_false_when_it_has_gone() {
+    support::lockdep_off();
     let lock = Arc::new(RwLock::new(0));
     let r = lock.try_read().unwrap();
     let owned = Arc::clone(&lock).try_read_owned().unwrap();
@@ -103,6 +105,7 @@ fn true_with_a_writer_queued_false_when_it_has_gone() {
 /// Two writers queued: the bit stays while either is queued.
 #[test]
 fn stays_true_while_any_writer_is_queued() {
+    support::lockdep_off();
     let lock = RwLock::new(0);
     let up = lock.try_upgradable_read().unwrap();
     let mut w1 = spawn(lock.write());
@@ -121,6 +124,7 @@ fn stays_true_while_any_writer_is_queued() {
 /// bit is set by the writer that is not first in the queue too.
 #[test]
 fn true_with_a_writer_queued_behind_readers() {
+    support::lockdep_off();
     let lock = RwLock::with_max_readers(0, 1);
     let r = lock.try_read().unwrap();
     let mut reader = spawn(lock.read());
@@ -137,6 +141,7 @@ fn true_with_a_writer_queued_behind_readers() {
 
 #[test]
 fn true_with_an_upgrade_waiting() {
+    support::lockdep_off();
     let lock = Arc::new(RwLock::new(0));
     let r = lock.try_read().unwrap();
     let owned = Arc::clone(&lock).try_read_owned().unwrap();
@@ -156,6 +161,7 @@ fn true_with_an_upgrade_waiting() {
 /// The owned upgrade, cancelled: the bit goes with it.
 #[test]
 fn false_after_a_cancelled_owned_upgrade() {
+    support::lockdep_off();
     let lock = Arc::new(RwLock::new(0));
     let r = lock.try_read().unwrap();
     let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
@@ -171,6 +177,7 @@ fn false_after_a_cancelled_owned_upgrade() {
 /// `unlock_fair`, then a new acquire: the writer is handed the lock, the acquire queues.
 #[test]
 fn unlock_fair_then_lock_again_lets_the_writer_in_first() {
+    support::lockdep_off();
     let lock = patient(0);
     let r = lock.try_read().unwrap();
     let mut writer = spawn(lock.write());
@@ -188,6 +195,7 @@ fn unlock_fair_then_lock_again_lets_the_writer_in_first() {
 /// asks for the handoff, and the next release hands it the lock.
 #[test]
 fn drop_then_lock_again_lets_the_writer_in_at_the_second_release() {
+    support::lockdep_off();
     let lock = patient(0);
     let r = lock.try_read().unwrap();
     let mut writer = spawn(lock.write());
@@ -207,6 +215,7 @@ fn drop_then_lock_again_lets_the_writer_in_at_the_second_release() {
 /// Under a strict order the new acquire queues behind the writer at once.
 #[test]
 fn drop_then_lock_again_under_strict_order_lets_the_writer_in_at_once() {
+    support::lockdep_off();
     let policy = Policy::new()
         .strict_order(true)
         .handoff_timeout(Duration::from_secs(60));
@@ -225,6 +234,7 @@ fn drop_then_lock_again_under_strict_order_lets_the_writer_in_at_once() {
 /// release: the writer stays out (hence `unlock_fair` there).
 #[test]
 fn drop_then_lock_again_without_handoff_can_keep_the_writer_out() {
+    support::lockdep_off();
     let lock = RwLock::with_policy(0, Policy::new().handoff_timeout(Duration::MAX));
     let mut r = lock.try_read().unwrap();
     let mut writer = spawn(lock.write());

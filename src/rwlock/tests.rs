@@ -71,6 +71,7 @@ fn owned_try_locks_and_count_words() {
 
 #[test]
 fn owned_acquires_queue_and_are_granted() {
+    let _lockdep = lockdep_off();
     let l = arc_pair_lock();
     let w = l.try_write().unwrap();
     let mut r = spawn(Arc::clone(&l).read_owned());
@@ -100,6 +101,7 @@ fn owned_acquires_queue_and_are_granted() {
 
 #[test]
 fn owned_acquire_cancelled_leaves_no_trace() {
+    let _lockdep = lockdep_off();
     let l = arc_pair_lock();
     let w = l.try_write().unwrap();
     let mut r = spawn(Arc::clone(&l).read_owned());
@@ -176,6 +178,7 @@ async fn owned_guards_across_tokio_spawn() {
 
 #[test]
 fn owned_downgrade_grants_queued_readers_not_writers() {
+    let _lockdep = lockdep_off();
     let l = arc_pair_lock();
     let mut w = Arc::clone(&l).try_write_owned().unwrap();
     w.0 = 5;
@@ -302,6 +305,7 @@ fn map_closure_panic_releases_the_lock() {
 
 #[test]
 fn downgrade_map_grants_queued_readers_not_writers() {
+    let _lockdep = lockdep_off();
     let l = pair_lock();
     let mut w = l.try_write().unwrap();
     w.1.push(40);
@@ -314,6 +318,7 @@ fn downgrade_map_grants_queued_readers_not_writers() {
 
 #[test]
 fn try_downgrade_map_failure_keeps_the_write_lock() {
+    let _lockdep = lockdep_off();
     let l = pair_lock();
     let w = l.try_write().unwrap();
     let mut r1 = spawn(l.read());
@@ -384,6 +389,7 @@ fn owned_write_guard_map_try_map_into_mapped() {
 
 #[test]
 fn owned_downgrade_map_grants_queued_readers_not_writers() {
+    let _lockdep = lockdep_off();
     let l = arc_pair_lock();
     let w = Arc::clone(&l).try_write_owned().unwrap();
     check_downgrade_grants_readers_not_writers(&l, w, |w| {
@@ -525,6 +531,7 @@ mod timeouts {
 
     #[tokio::test]
     async fn read_timeout_expires_with_nothing_held_or_queued() {
+        let _lockdep = lockdep_off();
         let l = RwLock::with_policy(0, queue_at_once());
         let w = l.try_write().unwrap();
         let mut r = spawn(l.read_timeout(Duration::from_millis(20)));
@@ -543,6 +550,7 @@ mod timeouts {
 
     #[tokio::test]
     async fn write_timeout_expires_with_nothing_held_or_queued() {
+        let _lockdep = lockdep_off();
         let l = RwLock::with_policy(0, queue_at_once());
         let r = l.try_read().unwrap();
         let err: Elapsed = l
@@ -558,6 +566,7 @@ mod timeouts {
 
     #[tokio::test]
     async fn timeouts_succeed_when_the_lock_comes_in_time() {
+        let _lockdep = lockdep_off();
         let l = Arc::new(RwLock::with_policy(0, queue_at_once()));
         // Free: taken at once, even with a zero timeout.
         drop(l.read_timeout(Duration::ZERO).await.unwrap());
@@ -580,6 +589,7 @@ mod timeouts {
 
     #[tokio::test]
     async fn cancelled_timeout_leaves_no_queue_entry() {
+        let _lockdep = lockdep_off();
         let l = RwLock::with_policy(0, queue_at_once());
         let w = l.try_write().unwrap();
         let mut r = spawn(l.read_timeout(Duration::from_secs(30)));
@@ -597,6 +607,7 @@ mod timeouts {
 
     #[tokio::test]
     async fn expired_head_writer_passes_the_lock_on_to_readers_behind_it() {
+        let _lockdep = lockdep_off();
         let l = RwLock::with_policy(0, queue_at_once());
         let r1 = l.try_read().unwrap();
         let mut w = spawn(l.write_timeout(Duration::from_millis(20)));

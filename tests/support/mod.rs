@@ -100,3 +100,15 @@ pub fn panics(f: impl FnOnce()) {
         "expected a panic"
     );
 }
+
+/// Lockdep's reports off (with the feature `lockdep`, as under `cargo test --all-features`;
+/// nothing without it), called first by each test that takes on purpose what lockdep
+/// reports: mock tasks polled by hand on the test's thread (`tokio_test::task::spawn`) are
+/// one holder to lockdep, so one "task" queueing behind another's lock is a recursive
+/// acquire to it. `lockdep::set_report` is process-wide: the test binaries that call this
+/// test nothing of lockdep (`tests/lockdep.rs` and `tests/lockdep_report.rs` do, with
+/// reports on).
+pub fn lockdep_off() {
+    #[cfg(feature = "lockdep")]
+    async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
+}

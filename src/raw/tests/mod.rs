@@ -96,6 +96,22 @@ pub(crate) mod support {
         assert_eq!(lock.raw.count_word(), 0, "count word not idle");
         assert_eq!(lock.raw.queue_len(), 0, "waiters left queued");
     }
+
+    /// Lockdep's checks off on this test's thread until the value returned is dropped
+    /// (`let _lockdep = lockdep_off();` first in a test), with the feature `lockdep`
+    /// (`cargo test --all-features`); nothing without it. For the tests whose mock tasks
+    /// (`tokio_test::task::spawn`, polled by hand on the test's thread: one holder to
+    /// lockdep) take on purpose what lockdep reports, such as a reader queueing behind
+    /// another "task"'s write lock (a recursive acquire to lockdep). The other tests keep
+    /// lockdep's checks: a report there is a failure.
+    #[must_use = "lockdep's checks are back on when it is dropped"]
+    pub(crate) fn lockdep_off() -> impl Sized {
+        #[cfg(feature = "lockdep")]
+        let off = crate::lockdep::off_on_this_thread();
+        #[cfg(not(feature = "lockdep"))]
+        let off = ();
+        off
+    }
 }
 
 /// The lock's size: no larger than `tokio::sync::RwLock<()>` (48 bytes on 64-bit targets),

@@ -127,6 +127,7 @@ fn write_release_first_half<G>(l: &RwLock<u32>, guard: G) {
 
 #[test]
 fn a_panicking_wake_in_a_readers_steal_gives_the_stolen_lock_back() {
+    let _lockdep = lockdep_off();
     // A reader queues behind a writer; the writer's release has done its `fetch_sub`; a
     // reader arriving then steals the free lock (its future still in `Init`) and grants
     // the queued reader, whose wake panics.
@@ -155,6 +156,7 @@ fn a_panicking_wake_in_a_readers_steal_gives_the_stolen_lock_back() {
 
 #[test]
 fn a_panicking_wake_in_a_spinning_readers_steal_gives_the_stolen_lock_back() {
+    let _lockdep = lockdep_off();
     // As above, but the arriving reader finds the lock still write-locked and spins; the
     // release's first half comes from another thread while it spins. (If that thread is
     // first, the reader steals in its slow path instead: the same site, as above.)
@@ -191,6 +193,7 @@ fn a_panicking_wake_in_a_spinning_readers_steal_gives_the_stolen_lock_back() {
 
 #[test]
 fn a_panicking_wake_in_a_queueing_writers_grant_releases_its_write_lock() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let mut w1 = pin!(l.write());
     let first = Probe::new(true);
@@ -220,6 +223,7 @@ fn a_panicking_wake_in_a_queueing_writers_grant_releases_its_write_lock() {
 
 #[test]
 fn a_queueing_writer_repolled_after_a_panicking_wake_has_the_lock_it_took() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let mut w1 = pin!(l.write());
     let first = Probe::new(true);
@@ -296,6 +300,7 @@ fn an_upgradable_reader_repolled_after_a_panicking_clone_starts_over() {
 
 #[test]
 fn a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future() {
+    let _lockdep = lockdep_off();
     // Strict order: a reader that arrives in the window of a release queues (it may not
     // pass the queue), and its queueing grants the head reader and itself; its own wake
     // panics. Its node is `Granted`: the unwind drops its future, which releases the lock.

@@ -17,6 +17,7 @@ fn lock(policy: Policy) -> RwLock<u32> {
 
 #[test]
 fn fast_paths_and_idle_value() {
+    let _lockdep = lockdep_off();
     let l = lock(Policy::new());
     assert_eq!(l.raw.count_word(), 0);
     let r1 = assert_ready!(spawn(l.read()).poll());
@@ -52,6 +53,7 @@ fn try_locks() {
 
 #[test]
 fn reader_queues_behind_writer_and_is_granted() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let w = l.try_write().unwrap();
     let mut r = spawn(l.read());
@@ -71,6 +73,7 @@ fn reader_queues_behind_writer_and_is_granted() {
 
 #[test]
 fn writer_spins_then_yields_then_queues() {
+    let _lockdep = lockdep_off();
     let l = lock(
         Policy::new()
             .writer_spin(Duration::from_micros(1))
@@ -100,6 +103,7 @@ fn writer_spins_then_yields_then_queues() {
 
 #[test]
 fn writer_takes_the_lock_during_a_yield() {
+    let _lockdep = lockdep_off();
     let l = lock(Policy::new().writer_spin(Duration::ZERO).writer_yields(3));
     let r = l.try_read().unwrap();
     let mut w = spawn(l.write());
@@ -112,6 +116,7 @@ fn writer_takes_the_lock_during_a_yield() {
 
 #[test]
 fn reader_steals_after_writer_leaves() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
@@ -135,6 +140,7 @@ fn reader_steals_after_writer_leaves() {
 
 #[test]
 fn try_write_fails_while_a_writer_is_queued() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
@@ -151,6 +157,7 @@ fn try_write_fails_while_a_writer_is_queued() {
 
 #[test]
 fn readers_queue_behind_reader_owned_lock_when_a_writer_waits() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let r1 = l.try_read().unwrap();
     let mut w = spawn(l.write());
@@ -174,6 +181,7 @@ fn readers_queue_behind_reader_owned_lock_when_a_writer_waits() {
 
 #[test]
 fn all_queued_readers_granted_in_one_wake_writers_skipped() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let w = l.try_write().unwrap();
     let mut r1 = spawn(l.read());
@@ -209,6 +217,7 @@ fn all_queued_readers_granted_in_one_wake_writers_skipped() {
 
 #[test]
 fn reader_wake_batch_limits_one_grant() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().reader_wake_batch(2));
     let w = l.try_write().unwrap();
     let mut rs: Vec<_> = (0..5).map(|_| spawn(l.read())).collect();
@@ -228,6 +237,7 @@ fn reader_wake_batch_limits_one_grant() {
 
 #[test]
 fn handoff_is_set_after_the_timeout_and_honoured() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
     let r = l.try_read().unwrap();
     let mut w = spawn(l.write());
@@ -258,6 +268,7 @@ fn handoff_is_set_after_the_timeout_and_honoured() {
 
 #[test]
 fn timed_out_head_writer_is_granted_at_release() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
@@ -278,6 +289,7 @@ fn timed_out_head_writer_is_granted_at_release() {
 
 #[test]
 fn woken_head_writer_that_loses_a_race_gets_the_handoff() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::from_secs(3600)));
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
@@ -306,6 +318,7 @@ fn woken_head_writer_that_loses_a_race_gets_the_handoff() {
 
 #[test]
 fn reader_head_requests_handoff_when_a_writer_holds_the_lock() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
@@ -331,6 +344,7 @@ fn reader_head_requests_handoff_when_a_writer_holds_the_lock() {
 
 #[test]
 fn handoff_disabled_never_sets_the_bit() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::MAX));
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
@@ -346,6 +360,7 @@ fn handoff_disabled_never_sets_the_bit() {
 
 #[test]
 fn cancel_before_first_poll_and_while_yielding() {
+    let _lockdep = lockdep_off();
     let l = lock(Policy::new().writer_spin(Duration::ZERO).writer_yields(5));
     drop(l.read());
     drop(l.write());
@@ -361,6 +376,7 @@ fn cancel_before_first_poll_and_while_yielding() {
 
 #[test]
 fn cancel_queued_reader_and_writer() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let g = l.try_write().unwrap();
     let mut r = spawn(l.read());
@@ -379,6 +395,7 @@ fn cancel_queued_reader_and_writer() {
 
 #[test]
 fn cancel_head_passes_the_wake_up_on() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let g = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
@@ -397,6 +414,7 @@ fn cancel_head_passes_the_wake_up_on() {
 
 #[test]
 fn cancel_head_with_handoff_passes_handoff_to_next_writer() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
     let r = l.try_read().unwrap();
     let mut w2 = spawn(l.write());
@@ -421,6 +439,7 @@ fn cancel_head_with_handoff_passes_handoff_to_next_writer() {
 
 #[test]
 fn cancel_head_with_handoff_grants_next_reader() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
     let r = l.try_read().unwrap();
     let mut w = spawn(l.write());
@@ -441,6 +460,7 @@ fn cancel_head_with_handoff_grants_next_reader() {
 
 #[test]
 fn cancel_granted_but_unpolled_reader_releases() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let g = l.try_write().unwrap();
     let mut r = spawn(l.read());
@@ -459,6 +479,7 @@ fn cancel_granted_but_unpolled_reader_releases() {
 
 #[test]
 fn cancel_granted_but_unpolled_writer_releases() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once().handoff_timeout(Duration::ZERO));
     let r = l.try_read().unwrap();
     let mut w = spawn(l.write());
@@ -479,6 +500,7 @@ fn cancel_granted_but_unpolled_writer_releases() {
 
 #[test]
 fn repoll_keeps_one_queue_entry_and_latest_waker() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let g = l.try_write().unwrap();
     let mut r = spawn(l.read());
@@ -529,6 +551,7 @@ fn policy_is_clamped() {
 
 #[test]
 fn downgrade_grants_queued_readers_not_writers() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_at_once());
     let mut w = l.try_write().unwrap();
     *w = 5;
@@ -552,6 +575,7 @@ fn downgrade_with_nobody_waiting() {
 
 #[test]
 fn max_readers_queues_the_extra_reader_and_grants_it_a_freed_slot() {
+    let _lockdep = lockdep_off();
     let l: RwLock<u32> = RwLock::with_policy_and_max_readers(0, queue_at_once(), 2);
     let a = assert_ready!(spawn(l.read()).poll());
     let b = assert_ready!(spawn(l.read()).poll());
@@ -571,6 +595,7 @@ fn max_readers_queues_the_extra_reader_and_grants_it_a_freed_slot() {
 
 #[test]
 fn max_readers_limits_a_batch_grant() {
+    let _lockdep = lockdep_off();
     let l: RwLock<u32> = RwLock::with_policy_and_max_readers(0, queue_at_once(), 3);
     let w = l.try_write().unwrap();
     let mut rs: Vec<_> = (0..5).map(|_| spawn(l.read())).collect();
@@ -594,6 +619,7 @@ fn max_readers_zero_is_rejected() {
 
 #[test]
 fn reader_overflow_is_a_clear_panic_not_a_wrap() {
+    let _lockdep = lockdep_off();
     // Put the reader count one below the guard bit, as if 2^55 - 1 readers were inside
     // (the most the count word holds): the next reader gets in, the one after panics, and
     // the count word is left as it was (no wrap into the flag bits).
@@ -644,6 +670,7 @@ fn queue_with_handoff() -> Policy {
 
 #[test]
 fn readers_behind_a_writer_head_pass_it_once_and_it_is_next() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_with_handoff());
     let w1 = l.try_write().unwrap();
     let mut w = spawn(l.write());
@@ -671,6 +698,7 @@ fn readers_behind_a_writer_head_pass_it_once_and_it_is_next() {
 
 #[test]
 fn a_reader_joins_readers_past_a_writer_head_in_a_bounded_batch() {
+    let _lockdep = lockdep_off();
     let l = lock(queue_with_handoff());
     let r1 = l.try_read().unwrap();
     let mut w = spawn(l.write());
@@ -722,6 +750,7 @@ fn a_reader_joins_readers_past_a_writer_head_in_a_bounded_batch() {
 
 #[test]
 fn under_fifo_readers_never_pass_a_writer_head() {
+    let _lockdep = lockdep_off();
     let l = lock(Policy::fifo());
     let r1 = l.try_read().unwrap();
     let mut w = spawn(l.write());

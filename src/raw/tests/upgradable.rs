@@ -15,6 +15,7 @@ fn lock() -> RwLock<u32> {
 
 #[test]
 fn one_upgradable_beside_readers() {
+    let _lockdep = lockdep_off();
     let l = lock();
     let up = assert_ready!(spawn(l.upgradable_read()).poll());
     assert_eq!(l.raw.count_word(), R | UPG);
@@ -53,6 +54,7 @@ fn try_upgrade_only_when_alone() {
 
 #[test]
 fn upgrade_waits_for_readers_and_holds_new_ones_off() {
+    let _lockdep = lockdep_off();
     let l = lock();
     let r1 = l.try_read().unwrap();
     let up = l.try_upgradable_read().unwrap();
@@ -86,6 +88,7 @@ fn upgrade_waits_for_readers_and_holds_new_ones_off() {
 
 #[test]
 fn cancelled_upgrade_releases_and_lets_the_queue_in() {
+    let _lockdep = lockdep_off();
     let l = lock();
     let r1 = l.try_read().unwrap();
     let up = l.try_upgradable_read().unwrap();
@@ -116,6 +119,7 @@ fn upgrade_dropped_unpolled_releases() {
 
 #[test]
 fn granted_upgrade_dropped_unpolled_releases_the_write_lock() {
+    let _lockdep = lockdep_off();
     let l = lock();
     let r1 = l.try_read().unwrap();
     let up = l.try_upgradable_read().unwrap();
@@ -134,6 +138,7 @@ fn granted_upgrade_dropped_unpolled_releases_the_write_lock() {
 
 #[test]
 fn downgrades() {
+    let _lockdep = lockdep_off();
     let l = lock();
     let w = l.try_write().unwrap();
     let mut r = spawn(l.read());
@@ -160,6 +165,7 @@ fn downgrades() {
 
 #[test]
 fn two_upgraders_take_turns() {
+    let _lockdep = lockdep_off();
     // Only one upgradable reader at a time: a second upgrader waits for the first's whole
     // read-upgrade-write cycle, so they can never wait for each other.
     let l = lock();
@@ -210,6 +216,7 @@ fn super_block_on<F: std::future::Future>(f: F) -> F::Output {
 
 #[test]
 fn owned_upgradable_upgrade_and_cancel() {
+    let _lockdep = lockdep_off();
     use crate::{OwnedRwLockUpgradableReadGuard, OwnedRwLockWriteGuard};
     use std::sync::Arc;
 

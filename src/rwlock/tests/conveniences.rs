@@ -10,6 +10,7 @@ use crate::RwLockUpgradableReadGuard;
 /// Both follow every mode the lock can be held in, and neither counts a waiter.
 #[test]
 fn is_locked_follows_every_mode() {
+    let _lockdep = lockdep_off();
     let l = RwLock::with_policy(0, queue_at_once());
     let state = |l: &RwLock<i32>| (l.is_locked(), l.is_locked_exclusive());
     assert_eq!(state(&l), (false, false));
@@ -50,6 +51,7 @@ fn is_locked_follows_every_mode() {
 /// next waits; a plain drop only wakes the writer, and the arrival steals the lock.
 #[test]
 fn write_unlock_fair_grants_the_head_writer() {
+    let _lockdep = lockdep_off();
     let l = RwLock::with_policy(0, queue_at_once());
     let g = l.try_write().unwrap();
     let mut w = spawn(l.write());
@@ -82,6 +84,7 @@ fn write_unlock_fair_grants_the_head_writer() {
 /// the handoff is done.
 #[test]
 fn write_unlock_fair_grants_the_head_readers() {
+    let _lockdep = lockdep_off();
     let l = RwLock::with_policy(0, queue_at_once());
     let g = l.try_write().unwrap();
     let mut r1 = spawn(l.read());
@@ -103,6 +106,7 @@ fn write_unlock_fair_grants_the_head_readers() {
 /// is granted the moment the lock is free. A head dropped meanwhile passes the handoff on.
 #[test]
 fn read_unlock_fair_hands_over_when_the_last_reader_leaves() {
+    let _lockdep = lockdep_off();
     let l = RwLock::with_policy(0, queue_at_once());
     let r1 = l.try_read().unwrap();
     let r2 = l.try_read().unwrap();
@@ -125,6 +129,7 @@ fn read_unlock_fair_hands_over_when_the_last_reader_leaves() {
 /// the owned ones (which drop their `Arc` too), unlock fairly as well.
 #[test]
 fn unlock_fair_of_every_guard() {
+    let _lockdep = lockdep_off();
     let l = Arc::new(RwLock::with_policy((1, 2), queue_at_once()));
     RwLockReadGuard::unlock_fair(l.try_read().unwrap());
     RwLockWriteGuard::unlock_fair(l.try_write().unwrap());
@@ -171,6 +176,7 @@ fn unlock_fair_of_every_guard() {
 /// nothing held or queued; one that can be taken at once is taken even with no time left.
 #[test]
 fn timed_acquires_give_up_with_nothing_held_or_queued() {
+    let _lockdep = lockdep_off();
     let l = RwLock::with_policy(0, queue_at_once());
     let timeout = Duration::from_millis(10);
     let w = l.try_write().unwrap();
