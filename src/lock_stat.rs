@@ -464,9 +464,7 @@ impl LockStatState {
         let (now, wait, _) = self.record_wait(access, take_grant(raw, false));
         let mut key = 0;
         if access != Access::Read {
-            key = epoch_ns(now);
-            self.holder
-                .write(|_| true, |slot| slot.set(site, key, access));
+            key = self.set_holder(site, now, access);
         }
         HoldStat {
             site,
@@ -535,6 +533,30 @@ impl LockStatState {
             self.clear_holder(hold);
         }
         hold.earlier_ns.saturating_add(ns)
+    }
+
+    /// A new exclusive hold from `site`, taken at `at`, is the holder: returns its key
+    /// (the slot's time field). The key is `at` (`epoch_ns`) unless the slot still holds
+    /// the previous holder's key and `at` is not past it (a clock coarser than the time
+    /// between a release and the next acquire: both read the same tick); then it is one
+    /// past it, so that every key differs from the one before it, and the previous
+    /// holder's [`clear_holder`](Self::clear_holder), which may come after this write,
+    /// cannot empty the slot of this hold. (Exclusive holds follow one another, ordered by
+    /// the lock: the previous holder's slot write happens before this one.)
+    #[inline]
+    fn set_holder(&self, site: &'static Location<'static>, at: Instant, access: Access) -> u64 {
+        let mut key = epoch_ns(at);
+        self.holder.write(
+            |_| true,
+            |slot| {
+                let previous = slot.ns.load(Ordering::Relaxed);
+                if previous >= key {
+                    key = previous.saturating_add(1);
+                }
+                slot.set(site, key, access);
+            },
+        );
+        key
     }
 
     /// Empties the holder slot if it is still `hold`'s: after a release, the next holder
@@ -1025,6 +1047,49 @@ mod tests {
         assert_eq!(s.holder().unwrap().access, Access::Write);
         let new = hold(20);
         s.clear_holder(&new);
+        assert!(s.holder().is_none());
+    }
+
+    /// With a clock coarser than the time between a release and the next acquire, both
+    /// holds start at the same reading; the next holder's slot write may come before the
+    /// previous holder's clear (a release runs its observers after the raw release).
+    /// That clear must leave the next holder in the slot.
+    #[test]
+    fn a_coarse_clock_does_not_let_a_release_clear_the_next_holder() {
+        let s = LockStatState::new();
+        let raw = ptr::from_ref(&s).cast::<()>();
+        let here = Location::caller();
+        let tick = Instant::now();
+        // Both holds start at the same reading: a grant left for each with that time.
+        let grant = || {
+            GRANT.with(|cell| {
+                cell.set(Grant {
+                    raw,
+                    upgrade: false,
+                    wait_ns: 0,
+                    at: Some(tick),
+                    site: None,
+                })
+            })
+        };
+        grant();
+        let first = s.acquired(raw, WaiterKind::Write, here);
+        grant();
+        let next = s.acquired(raw, WaiterKind::Write, here);
+        assert_ne!(first.key, next.key);
+        s.released(WaiterKind::Write, &first);
+        let holder = s.holder().expect("the next holder is still in the slot");
+        assert_eq!(holder.access, Access::Write);
+        s.released(WaiterKind::Write, &next);
+        assert!(s.holder().is_none());
+        // And the same for the upgradable reader after a writer.
+        grant();
+        let first = s.acquired(raw, WaiterKind::Write, here);
+        grant();
+        let next = s.acquired(raw, WaiterKind::UpgradableRead, here);
+        s.released(WaiterKind::Write, &first);
+        assert_eq!(s.holder().unwrap().access, Access::UpgradableRead);
+        s.released(WaiterKind::UpgradableRead, &next);
         assert!(s.holder().is_none());
     }
 
