@@ -245,6 +245,8 @@ impl<T: ?Sized> RwLock<T> {
     /// from async code.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use async_rwsem::RwLock;
@@ -269,6 +271,8 @@ impl<T: ?Sized> RwLock<T> {
     /// (`parking_lot`'s `try_read_until`).
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::{Duration, Instant};
     /// use async_rwsem::RwLock;
     ///
@@ -292,6 +296,8 @@ impl<T: ?Sized> RwLock<T> {
     /// held and nothing is left queued. Same deadlock warning as `blocking_write`.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Duration;
     /// use async_rwsem::RwLock;
     ///
@@ -314,6 +320,8 @@ impl<T: ?Sized> RwLock<T> {
     /// (`parking_lot`'s `try_write_until`).
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::{Duration, Instant};
     /// use async_rwsem::RwLock;
     ///
@@ -337,6 +345,8 @@ impl<T: ?Sized> RwLock<T> {
     /// and nothing is left queued. Same deadlock warning as `blocking_read`.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Duration;
     /// use async_rwsem::RwLock;
     ///
@@ -361,6 +371,8 @@ impl<T: ?Sized> RwLock<T> {
     /// of a timeout (`parking_lot`'s `try_upgradable_read_until`).
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Instant;
     /// use async_rwsem::RwLock;
     ///

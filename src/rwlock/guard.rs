@@ -142,6 +142,8 @@ impl<T: ?Sized> RwLockReadGuard<'_, T> {
     /// so that it does not hide a method of the same name on the value.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockReadGuard};
     /// use tokio_test::{assert_pending, assert_ready, task::spawn};
     ///
@@ -171,6 +173,8 @@ impl<T: ?Sized> RwLockReadGuard<'_, T> {
     /// that it does not hide a method of the same name on the value.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Duration;
     /// use async_rwsem::{Policy, RwLock, RwLockReadGuard};
     /// use tokio_test::{assert_pending, assert_ready, task::spawn};
@@ -264,6 +268,8 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// let lock = Arc::new(RwLock::new(1));
     /// let mut w = lock.write().await;
     /// *w = 2;
@@ -278,6 +284,8 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// With a writer at the head of the queue, the readers behind it wait for it:
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{Policy, RwLock};
     /// use tokio_test::{assert_pending, task::spawn};
     ///
@@ -306,6 +314,8 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// plain readers in beside it (not writers, nor other upgradable readers).
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
     ///
     /// # tokio_test::block_on(async {
@@ -428,6 +438,8 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// method.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockWriteGuard};
     ///
     /// # tokio_test::block_on(async {
@@ -496,6 +508,8 @@ impl<T: ?Sized> RwLockWriteGuard<'_, T> {
     /// that it does not hide a method of the same name on the value.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Duration;
     /// use async_rwsem::{Policy, RwLock, RwLockWriteGuard};
     /// use tokio_test::{assert_pending, assert_ready, task::spawn};

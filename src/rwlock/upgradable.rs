@@ -147,6 +147,8 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// `upgrade_timeout` (feature `tokio`).
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Duration;
     /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
     ///
@@ -172,6 +174,8 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     /// (`parking_lot`'s `try_upgrade_until`).
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use std::time::{Duration, Instant};
     /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
@@ -241,6 +245,8 @@ impl<'a, T: ?Sized> RwLockUpgradableReadGuard<'a, T> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// let lock = RwLock::new(0);
     /// let up = lock.upgradable_read().await;
     /// let r = lock.read().await;
@@ -306,6 +312,8 @@ impl<T: ?Sized> RwLockUpgradableReadGuard<'_, T> {
     /// a method.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
     /// use tokio_test::{assert_pending, task::spawn};
     ///
@@ -518,6 +526,8 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// `Err`, still holding the upgradable read lock. Never call it from async code.
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
@@ -594,6 +604,8 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// let lock = Arc::new(RwLock::new(0));
     /// let up = Arc::clone(&lock).upgradable_read_owned().await;
     /// let r = lock.read().await;
@@ -674,6 +686,8 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// [`RwLockUpgradableReadGuard::writer_waiting`].
     ///
     /// ```
+    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
+    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
     /// use tokio_test::{assert_pending, task::spawn};
