@@ -119,6 +119,10 @@ pub(crate) struct WaiterInner {
     /// A waker woke this (writer) node to compete for a free lock. If it then finds the
     /// lock taken, it lost a race, and asks for the handoff at once.
     pub(crate) woken: bool,
+    /// An upgrade node (which queues at the head) found a handoff pending when it queued:
+    /// the handoff is the waiter's it went ahead of, and stays that waiter's when the
+    /// upgrade is served (`upgrade_at_head`).
+    pub(crate) handoff_of_next: bool,
     /// When this acquire started to wait (`lock_stat::now_ns`, set by its owner while the
     /// node is `Idle`; 0 until then), where it was called from, and whether a release
     /// already reported it as waiting too long (feature `lock_stat`). Never read by the
@@ -154,6 +158,7 @@ impl Waiter {
                 waker: None,
                 queued_at: None,
                 woken: false,
+                handoff_of_next: false,
                 #[cfg(feature = "lock_stat")]
                 stat: WaitStat::default(),
             }),

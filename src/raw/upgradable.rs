@@ -183,8 +183,16 @@ impl RawRwLock {
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
             unsafe { list.enqueue(node, waker, true) };
             lockevent!(self, sleep_writer);
-            self.count
+            let old = self
+                .count
                 .fetch_or(WAITERS | HANDOFF | WRITER_QUEUED, Relaxed);
+            // A handoff already pending is the head's we went ahead of (a writer that
+            // readers passed, or one past its timeout): it stays that waiter's.
+            // SAFETY: the node is ours and linked in `list`, which we hold.
+            unsafe {
+                node.as_ref()
+                    .with_inner(|inner| inner.handoff_of_next = old & HANDOFF != 0);
+            }
             // The other readers may have left before the bits were set (their unlock saw
             // no waiters): look again.
             // SAFETY: the node is ours and linked in `list`, which we hold.
@@ -210,6 +218,15 @@ impl RawRwLock {
         });
         if taken {
             lockevent!(self, wlock_queued);
+            // The handoff the upgrade found pending when it queued ahead of the next
+            // head is that waiter's: `queued_write_lock` cleared it (the served head's),
+            // so it is set again, still under the wait lock (which `HANDOFF` changes
+            // under). Nobody can take the lock in between: it is write-locked.
+            // SAFETY: `node` is linked in `list`, which we hold.
+            let of_next = unsafe { node.as_ref().with_inner(|inner| inner.handoff_of_next) };
+            if of_next && !list.is_single() {
+                self.count.fetch_or(HANDOFF, Relaxed);
+            }
         }
         taken
     }
