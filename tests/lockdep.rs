@@ -26,9 +26,9 @@ use async_rwsem::{
 mod support;
 use support::assert_idle;
 
-/// Every report a panic, whatever `ASYNC_RWSEM_LOCKDEP` says (CI turns reports off for
-/// the other test binaries, which take locks in reported orders on purpose). Every test
-/// calls it first; they all set the same report.
+/// Every report a panic, whatever `ASYNC_RWSEM_LOCKDEP` says (a run may set it to `off`,
+/// as a suite that takes reported orders on purpose can). Every test calls it first; they
+/// all set the same report.
 fn setup() {
     lockdep::set_report(Report::Panic);
 }
