@@ -545,13 +545,15 @@ async fn line(s: &mut TcpStream) -> std::io::Result<String> {
 
 /// Issue 20, defect 3: with few file descriptors, the server caps its clients below the limit
 /// (keeping a reserve for the log and `SAVE`), answers the clients beyond it with Redis'
-/// error instead of leaving them in the listen queue, and `SAVE` and `BGSAVE` still work.
+/// error instead of leaving them in the listen queue, and `SAVE` and `BGSAVE` still work. The
+/// operator is told, on the server's standard error (kept by the test, not printed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_are_capped_below_the_descriptor_limit() {
     const NOFILE: u64 = 128;
     let tmp = TempDir::new("nofile");
     let data = tmp.path().join("data");
     let srv = ChildServer::start_with(&data, "everysec", None, Some(NOFILE));
+    srv.wait_for_stderr("kvserver: WARNING: --max-clients 10000 lowered to ");
     let addr = srv.addr;
     let mut c = connect(addr).await;
     let max: Vec<String> = cmd(&mut c, &["CONFIG", "GET", "maxclients"]).await.unwrap();

@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 
@@ -136,10 +138,15 @@ pub fn child_main() {
     });
 }
 
-/// A server in a child process.
+/// A server in a child process. Its standard error (the server's warnings for an operator,
+/// such as `--max-clients` lowered to the open files limit, and its diagnostics) is kept
+/// here, not passed on to the test's: [`ChildServer::stderr`] reads it, and it is printed
+/// (captured with the test's output) only if the test fails.
 pub struct ChildServer {
     pub addr: SocketAddr,
     child: Child,
+    stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<JoinHandle<()>>,
 }
 
 impl ChildServer {
@@ -168,7 +175,7 @@ impl ChildServer {
         .env(ENV_FSYNC, fsync)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::piped());
         if let Some(s) = shim {
             cmd.env("LD_PRELOAD", &s.lib).env("KVFAULT_CTL", &s.ctl);
         }
@@ -189,6 +196,18 @@ impl ChildServer {
             }
         }
         let mut child = cmd.spawn().expect("cannot start the child server");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr_reader = {
+            let stderr = Arc::clone(&stderr);
+            let pipe = BufReader::new(child.stderr.take().unwrap());
+            std::thread::spawn(move || {
+                for line in pipe.lines().map_while(Result::ok) {
+                    let mut text = stderr.lock().unwrap_or_else(|e| e.into_inner());
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            })
+        };
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let port = loop {
             match lines.next() {
@@ -200,7 +219,10 @@ impl ChildServer {
                 }
                 _ => {
                     let _ = child.kill();
-                    panic!("the child server exited before it listened");
+                    let _ = child.wait();
+                    let _ = stderr_reader.join();
+                    let text = stderr.lock().unwrap_or_else(|e| e.into_inner());
+                    panic!("the child server exited before it listened; its stderr:\n{text}");
                 }
             }
         };
@@ -209,6 +231,33 @@ impl ChildServer {
         ChildServer {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             child,
+            stderr,
+            stderr_reader: Some(stderr_reader),
+        }
+    }
+
+    /// What the child wrote to its standard error so far.
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Waits (up to [`DEADLINE`]) until the child's standard error has `text`, and returns
+    /// it all; panics with it if it never does.
+    pub fn wait_for_stderr(&self, text: &str) -> String {
+        let t0 = Instant::now();
+        loop {
+            let all = self.stderr();
+            if all.contains(text) {
+                return all;
+            }
+            assert!(
+                t0.elapsed() < DEADLINE,
+                "no {text:?} in the child's stderr:\n{all}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -228,6 +277,13 @@ impl Drop for ChildServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The child is gone: its stderr ends.
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = reader.join();
+        }
+        if std::thread::panicking() {
+            eprintln!("the child server's stderr:\n{}", self.stderr());
+        }
     }
 }
 
