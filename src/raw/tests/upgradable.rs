@@ -257,3 +257,48 @@ fn owned_upgradable_guard_is_static_and_send() {
     static_send(&up);
     static_send(&crate::OwnedRwLockUpgradableReadGuard::upgrade(up));
 }
+
+/// The handoff a pass batch gave to a head writer stays the writer's when an upgrade goes
+/// ahead of it: the upgrade, served first, must not clear it, or the readers queued
+/// behind the writer pass it a second time at the upgrade's release.
+#[test]
+fn an_upgrade_served_ahead_of_a_writer_leaves_it_the_handoff_readers_passing_it_gave() {
+    let _lockdep = lockdep_off();
+    // Readers pass a head writer only where handoffs exist (a finite timeout; an hour is
+    // never reached here).
+    let l = RwLock::with_policy(
+        0u32,
+        queue_at_once().handoff_timeout(Duration::from_secs(3600)),
+    );
+    let up = l.try_upgradable_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    assert_eq!(l.raw.count_word(), R | UPG | WAITERS);
+    // A reader queues behind the writer and passes it at once (the lock is read-owned):
+    // the writer gets the handoff, due the lock next.
+    let mut r1 = spawn(l.read());
+    let g1 = assert_ready!(r1.poll());
+    assert_eq!(l.raw.count_word(), (2 * R) | UPG | WAITERS | HANDOFF);
+    // The upgrade queues at the head, ahead of the writer.
+    let mut upgrade = spawn(RwLockUpgradableReadGuard::upgrade(up));
+    assert_pending!(upgrade.poll());
+    assert_eq!(l.raw.queue_len(), 2);
+    // The reader leaves: the upgrade is granted the write lock. The handoff is still the
+    // writer's.
+    drop(g1);
+    assert!(upgrade.is_woken());
+    let wg = assert_ready!(upgrade.poll());
+    assert_eq!(l.raw.count_word(), W | WAITERS | HANDOFF);
+    // Another reader queues behind the writer meanwhile.
+    let mut r2 = spawn(l.read());
+    assert_pending!(r2.poll());
+    // The upgrade's release grants the writer, due the lock: the reader does not pass it
+    // again.
+    drop(wg);
+    assert!(w.is_woken());
+    assert!(!r2.is_woken());
+    drop(assert_ready!(w.poll()));
+    assert!(r2.is_woken());
+    drop(assert_ready!(r2.poll()));
+    assert_idle(&l);
+}

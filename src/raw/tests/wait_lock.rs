@@ -123,6 +123,7 @@ unsafe fn drop_waker(data: *const ()) {
 #[test]
 fn a_reader_that_finds_the_lock_free_on_its_way_to_the_queue_drops_its_waker_outside_the_wait_lock()
 {
+    let _lockdep = lockdep_off();
     let lock = Arc::new(RwLock::with_policy(0u32, queue_at_once()));
     let w = Arc::new(Mutex::new(Some(
         Arc::clone(&lock).try_write_owned().unwrap(),
@@ -158,6 +159,7 @@ fn a_reader_that_finds_the_lock_free_on_its_way_to_the_queue_drops_its_waker_out
 #[test]
 fn an_upgrade_that_finds_the_other_readers_gone_on_its_way_to_the_queue_drops_its_waker_outside_the_wait_lock(
 ) {
+    let _lockdep = lockdep_off();
     let lock = Arc::new(RwLock::with_policy(0u32, queue_at_once()));
     let up = lock.try_upgradable_read().unwrap();
     let r = Arc::new(Mutex::new(Some(
@@ -195,6 +197,7 @@ fn an_upgrade_that_finds_the_other_readers_gone_on_its_way_to_the_queue_drops_it
 /// generous: the poll takes microseconds when it completes at all.
 #[test]
 fn a_waker_whose_drop_reads_the_snapshot_does_not_deadlock_the_queueing_reader() {
+    let _lockdep = lockdep_off();
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -202,6 +205,8 @@ fn a_waker_whose_drop_reads_the_snapshot_does_not_deadlock_the_queueing_reader()
     let (done_tx, done_rx) = mpsc::channel();
     let thread_lock = Arc::clone(&lock);
     std::thread::spawn(move || {
+        // Lockdep's checks are per thread: off on this one too.
+        let _lockdep = lockdep_off();
         let lock = thread_lock;
         let w = Arc::new(Mutex::new(Some(
             Arc::clone(&lock).try_write_owned().unwrap(),
@@ -231,6 +236,7 @@ fn a_waker_whose_drop_reads_the_snapshot_does_not_deadlock_the_queueing_reader()
 /// releases the lock. Nothing is leaked, nothing is left linked.
 #[test]
 fn a_waker_drop_that_panics_after_the_queueing_took_the_lock_releases_it_on_the_way_out() {
+    let _lockdep = lockdep_off();
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
     let lock = Arc::new(RwLock::with_policy(0u32, queue_at_once()));
