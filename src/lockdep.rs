@@ -132,7 +132,9 @@
 //! purpose (or joins futures that share locks inside one task) can run with the feature on
 //! and reports off. A report is made after lockdep's own mutex is released, and before the
 //! lock is touched, so a panicking report (or subscriber) leaves every lock and lockdep
-//! itself as they were.
+//! itself as they were. An acquire made while its thread unwinds (in a `Drop` run by a
+//! panic) never panics: its report goes to standard error, and a subscriber's panic is
+//! caught, since a second panic would abort the process.
 //!
 //! # Cost
 //!
@@ -168,7 +170,9 @@ use crate::raw::RawRwLock;
 #[non_exhaustive]
 pub enum Report {
     /// The acquire panics with the report as its message (a `String`), before it touches
-    /// the lock. The default.
+    /// the lock. The default. On a thread that is already panicking (an acquire in a
+    /// `Drop` run by an unwind), where a second panic would abort the process, the report
+    /// is written to the standard error instead, as [`Report::Stderr`].
     Panic,
     /// The report is written to the standard error, and the acquire goes on.
     Stderr,
@@ -557,17 +561,28 @@ impl Drop for ChecksOff {
 }
 
 /// Makes a report: foreign code (a panic, a subscriber), so never under lockdep's mutex.
+///
+/// An acquire may run while its thread unwinds (a `Drop` that takes a lock, in a value
+/// dropped by a panic): there a panic would abort the process ("panic in a destructor
+/// during cleanup"), so the report goes to standard error instead of panicking, and a
+/// subscriber's panic is caught ([`crate::observe::foreign`]).
 fn deliver(report: Report, message: &str) {
     match report {
+        Report::Panic if std::thread::panicking() => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "{message}\n  (reported on standard error: the thread is already panicking)"
+            );
+        }
         Report::Panic => panic!("{message}"),
         Report::Stderr => {
             // A closed standard error loses the report; it must not panic.
             let _ = writeln!(std::io::stderr(), "{message}");
         }
         #[cfg(feature = "tracing")]
-        Report::Tracing => {
+        Report::Tracing => crate::observe::foreign(|| {
             tracing::error!(target: "async_rwsem::lockdep", "{message}");
-        }
+        }),
         Report::Off => {}
     }
 }

@@ -1,7 +1,8 @@
 //! The feature `lockdep`'s reports other than the default panic: `Report::Stderr` and
 //! `Report::Off` let the acquire go on, `Report::Tracing` (with the feature `tracing`) is
 //! an error event, and a subscriber that panics on it leaves the locks and lockdep as they
-//! were. One test, in a binary of its own: the report is process-wide.
+//! were. One test, in a binary of its own: the report is process-wide; and a report made
+//! while the thread unwinds, which must not panic, in a child process.
 #![cfg(feature = "lockdep")]
 
 #[cfg(feature = "tracing")]
@@ -163,4 +164,48 @@ fn tracing_reports() {
     assert_idle(&d);
     in_order(&c, &d);
     lockdep::set_report(Report::Panic);
+}
+
+/// Takes `lock` for reading when dropped: an acquire in a `Drop`.
+struct ReadOnDrop<'a>(&'a RwLock<u32>);
+
+impl Drop for ReadOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.blocking_read();
+    }
+}
+
+/// A report made while the thread unwinds (an acquire in a `Drop` run by a panic) does
+/// not panic: a second panic would abort the process. It goes to standard error, and the
+/// first panic unwinds on. In a child process, where the report is the default panic.
+#[test]
+fn a_report_during_an_unwind_goes_to_stderr_instead_of_aborting() {
+    let stderr = support::in_child(
+        "a_report_during_an_unwind_goes_to_stderr_instead_of_aborting",
+        || {
+            lockdep::set_report(Report::Panic);
+            let (a, b) = (
+                RwLock::new(0).with_lockdep_class("unwind: a"),
+                RwLock::new(0).with_lockdep_class("unwind: b"),
+            );
+            in_order(&a, &b);
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _b = b.blocking_read();
+                // Dropped first, with `b` held: takes `a` after `b`, the other order.
+                let _a_on_drop = ReadOnDrop(&a);
+                panic!("inside");
+            }));
+            let payload = unwound.expect_err("the scenario panics");
+            assert_eq!(payload.downcast_ref::<&str>().copied(), Some("inside"));
+            assert!(lockdep::held().is_empty());
+            assert!(a.try_write().is_ok() && b.try_write().is_ok());
+        },
+    );
+    // The parent (the child's stderr is empty in the child itself).
+    if std::env::var("ASYNC_RWSEM_TEST_CHILD").is_err() {
+        assert!(
+            stderr.contains("lock order cycle") && stderr.contains("already panicking"),
+            "no report on the child's standard error:\n{stderr}"
+        );
+    }
 }

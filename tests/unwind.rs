@@ -5,14 +5,14 @@
 //! cleanup", which aborts the process: the first panic unwinds on, the lock is released,
 //! and the event is lost.
 //!
-//! An abort kills the whole test binary, so each scenario runs in a child process (this
-//! same binary, running just that test): the parent asserts that the child exited
-//! normally and that its test passed.
+//! An abort kills the whole test binary, so each scenario runs in a child process
+//! (`support::in_child`): the parent asserts that the child exited normally and that its
+//! test passed. Lockdep (with `--all-features`) is not what these tests look at: mock
+//! tasks on one thread are one holder to it, so each child turns its reports off.
 #![cfg(feature = "tracing")]
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use tracing::field::{Field, Visit};
@@ -20,35 +20,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
 mod support;
-use support::assert_idle;
-
-/// The variable that tells a child which scenario it runs.
-const CHILD: &str = "ASYNC_RWSEM_UNWIND_TEST_CHILD";
-
-/// Runs `scenario` in a child process (this test binary, running only the test `name`,
-/// which must be the caller), and asserts that it exited normally with its test passed.
-fn in_child(name: &str, scenario: impl FnOnce()) {
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        // Lockdep (with `--all-features`) is not what these tests look at: several
-        // mock tasks on one thread would be one holder to it.
-        #[cfg(feature = "lockdep")]
-        async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
-        scenario();
-        return;
-    }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--test-threads=1", "--nocapture"])
-        .env(CHILD, name)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "the child running {name} failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-}
+use support::{assert_idle, in_child, lockdep_off};
 
 /// Records the message of every event; panics on the first one whose message is
 /// `panic_on` (after recording it).
@@ -123,6 +95,7 @@ fn a_guard_dropped_by_a_panic_survives_a_panicking_held_too_long_warning() {
     in_child(
         "a_guard_dropped_by_a_panic_survives_a_panicking_held_too_long_warning",
         || {
+            lockdep_off();
             let lock = RwLock::with_policy(0, Policy::new().warn_held_longer_than(Duration::ZERO));
             under_panicking_subscriber("held the lock too long", || {
                 let mut guard = lock.try_write().unwrap();
@@ -151,6 +124,7 @@ fn a_guard_dropped_by_a_panic_survives_a_panicking_head_waiting_warning() {
     in_child(
         "a_guard_dropped_by_a_panic_survives_a_panicking_head_waiting_warning",
         || {
+            lockdep_off();
             let lock = RwLock::with_policy(
                 0,
                 Policy::new()
@@ -192,6 +166,7 @@ fn an_upgrade_dropped_by_a_panic_survives_a_panicking_warning() {
     in_child(
         "an_upgrade_dropped_by_a_panic_survives_a_panicking_warning",
         || {
+            lockdep_off();
             let lock = RwLock::with_policy(0, Policy::new().warn_held_longer_than(Duration::ZERO));
             let up = lock.try_upgradable_read().unwrap();
             let reader = lock.try_read().unwrap();
@@ -220,6 +195,7 @@ fn a_pending_acquire_dropped_by_a_panic_survives_a_panicking_contention_end() {
     in_child(
         "a_pending_acquire_dropped_by_a_panic_survives_a_panicking_contention_end",
         || {
+            lockdep_off();
             let lock = RwLock::with_policy(0, Policy::new().reader_spin(Duration::ZERO));
             let guard = lock.try_write().unwrap();
             under_panicking_subscriber("contention_end", || {

@@ -112,3 +112,29 @@ pub fn lockdep_off() {
     #[cfg(feature = "lockdep")]
     async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
 }
+
+/// Runs `scenario` in a child process: this test binary again, running only the test
+/// `name` (which must be the caller, a top-level `#[test]`), with a variable that tells
+/// it to run the scenario. The parent asserts that the child exited normally with its
+/// test passed, and returns the child's standard error. For what may abort the process
+/// (a panic during an unwind), which would kill every other test of the binary.
+pub fn in_child(name: &str, scenario: impl FnOnce()) -> String {
+    const CHILD: &str = "ASYNC_RWSEM_TEST_CHILD";
+    if std::env::var(CHILD).as_deref() == Ok(name) {
+        scenario();
+        return String::new();
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(CHILD, name)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "the child running {name} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    stderr
+}
