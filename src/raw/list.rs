@@ -25,11 +25,10 @@ use std::mem::MaybeUninit;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::task::Waker;
-use std::time::Instant;
 
 use std::sync::atomic::Ordering;
 
-use crate::loom::{AtomicU8, UnsafeCell};
+use crate::loom::{AtomicU8, Instant, UnsafeCell};
 
 /// Where a node is in the waiter protocol: who may touch it, and whether it may be
 /// dropped as it is.
@@ -113,7 +112,8 @@ pub(crate) struct WaiterInner {
     /// The task to wake; taken out by a waker.
     pub(crate) waker: Option<Waker>,
     /// When a writer node was queued (for the handoff timeout), recorded by its owner
-    /// before it takes the wait lock, so that no clock is read under it. Readers need no
+    /// before it takes the wait lock, so that no clock is read under it. Read on the
+    /// lock's [`Clock`](crate::loom::Clock) (logical in the loom models). Readers need no
     /// time: a reader head is granted at every wake-up.
     pub(crate) queued_at: Option<Instant>,
     /// A waker woke this (writer) node to compete for a free lock. If it then finds the

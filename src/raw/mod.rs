@@ -144,7 +144,7 @@ pub(crate) mod tests;
 pub(crate) use waiter::LockFuture;
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use self::count::{
     HANDOFF, LOCK_MASK, OWNER_PENDING, READER_SHIFT, READ_FAIL, RESERVED, UPGRADABLE, WAITERS,
@@ -154,7 +154,9 @@ use self::list::{WaitList, WaiterKind, WakeList};
 use self::policy::{Policy, StoredPolicy};
 use self::spin::SpinState;
 use self::stats::Counters;
-use crate::loom::{lock, spin_loop, AtomicUsize, Mutex, MutexGuard};
+#[cfg(not(all(test, async_rwsem_loom)))]
+use crate::loom::Instant;
+use crate::loom::{lock, spin_loop, AtomicUsize, Clock, Mutex, MutexGuard};
 use crate::observe::LockObserve;
 
 /// Defines `RawRwLock::new`, `const` or not.
@@ -181,6 +183,7 @@ macro_rules! define_new {
                     max_readers as u32
                 },
                 spin: SpinState::new(),
+                clock: Clock::new(),
                 stats: Counters::new(),
                 observe: LockObserve::new(),
             }
@@ -207,6 +210,10 @@ pub(crate) struct RawRwLock {
     max_readers: u32,
     /// The learned spin budgets and the writer-spinner slot ([`spin`]).
     pub(crate) spin: SpinState,
+    /// The clock of the handoff timeout (`write_queue`, `timed_out`) and of the
+    /// diagnostics: zero-sized, `Instant::now()`; a logical clock in the loom models
+    /// ([`crate::loom`]).
+    pub(crate) clock: Clock,
     #[cfg_attr(not(feature = "stats"), allow(dead_code))] // read by `lockevent!` only
     pub(crate) stats: Counters,
     /// The observers' per-lock state ([`crate::observe`]); zero-sized without their
@@ -442,38 +449,56 @@ impl Drop for WaitLock<'_> {
 /// well under a microsecond together), so the clock is first read after them: a spin that
 /// wins at once (the common case with sections of a few nanoseconds) reads no clock at
 /// all, where a clock read per round was a sixth of the time of 240 writers with tiny
-/// sections. Under loom, whose models must be deterministic, a spin is bounded by rounds
-/// instead of time.
+/// sections. In the loom models a spin is bounded by rounds instead of time, and reads no
+/// clock: the models' clock is logical and moves only when a model advances it, so a
+/// spin on it could go on for ever (and a clock read per round would multiply the
+/// interleavings to explore).
 struct SpinClock {
+    #[cfg(not(all(test, async_rwsem_loom)))]
     start: Option<Instant>,
 }
 
 impl SpinClock {
     /// Rounds before the clock is first read: the backoff's short ones.
+    #[cfg(not(all(test, async_rwsem_loom)))]
     const FREE_ROUNDS: u32 = 4;
+
+    /// Rounds of a spin in the loom models: one spin that fails, then a backoff, then a
+    /// last look.
+    #[cfg(all(test, async_rwsem_loom))]
+    const LOOM_ROUNDS: u32 = 2;
 
     #[inline]
     fn new() -> Self {
-        Self { start: None }
-    }
-
-    /// Has the spin used up `budget` after `rounds` rounds?
-    #[inline]
-    fn over(&mut self, budget: Duration, rounds: u32) -> bool {
-        if cfg!(all(test, async_rwsem_loom)) {
-            rounds >= 2
-        } else if rounds < Self::FREE_ROUNDS {
-            false
-        } else {
-            self.start.get_or_insert_with(Instant::now).elapsed() >= budget
+        Self {
+            #[cfg(not(all(test, async_rwsem_loom)))]
+            start: None,
         }
     }
 
+    /// Has the spin used up `budget` after `rounds` rounds?
+    #[cfg(not(all(test, async_rwsem_loom)))]
+    #[inline]
+    fn over(&mut self, budget: Duration, rounds: u32) -> bool {
+        rounds >= Self::FREE_ROUNDS
+            && self.start.get_or_insert_with(Instant::now).elapsed() >= budget
+    }
+
+    /// Has the spin used up its budget after `rounds` rounds? (Loom: rounds only.)
+    #[cfg(all(test, async_rwsem_loom))]
+    #[inline]
+    fn over(&mut self, _budget: Duration, rounds: u32) -> bool {
+        rounds >= Self::LOOM_ROUNDS
+    }
+
     /// How long the spin took, as far as the clock knows (zero for a spin that ended in
-    /// its first rounds).
+    /// its first rounds, and in the loom models).
     #[inline]
     fn elapsed(&self) -> Duration {
-        self.start.map_or(Duration::ZERO, |start| start.elapsed())
+        #[cfg(not(all(test, async_rwsem_loom)))]
+        return self.start.map_or(Duration::ZERO, |start| start.elapsed());
+        #[cfg(all(test, async_rwsem_loom))]
+        return Duration::ZERO;
     }
 }
 

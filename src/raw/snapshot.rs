@@ -4,11 +4,12 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::count::{readers, HANDOFF, UPGRADABLE, WRITER_LOCKED};
 use super::list::{Waiter, WaiterKind};
 use super::RawRwLock;
+use crate::loom::Instant;
 
 /// The raw lock's part of a snapshot.
 #[derive(Clone, Copy, Debug, Default)]
@@ -53,7 +54,7 @@ impl RawRwLock {
             handoff: count & HANDOFF != 0,
             ..RawSnapshot::default()
         };
-        let now = Instant::now();
+        let now = self.clock.now();
         if let Some(head) = list.head() {
             // SAFETY: linked nodes are alive and we hold the wait lock.
             snap.head_waited = unsafe { head_waited(head, now) };

@@ -17,7 +17,8 @@
 //! - at zero, one contended acquire in [`PROBE_EVERY`] spins anyway for a short probe
 //!   budget, so that the lock notices within milliseconds when owners run again.
 //!
-//! Nothing here runs on the uncontended paths: no clock is read unless a task spins.
+//! Nothing here runs on the uncontended paths: no clock is read unless a task spins. Nothing
+//! here reads a clock at all: the spinners pass in how long they spun.
 //!
 //! The state is one `AtomicU32`: `[probe count | reader budget | writer budget | flags]`,
 //! a byte each. A budget byte `b` means `cap * b / 255`, so every cap keeps 255 steps.
@@ -98,14 +99,10 @@ impl SpinState {
         (old % PROBE_EVERY == 0).then(|| PROBE_BUDGET.min(cap))
     }
 
-    /// A spin of `who` won the lock after `took`.
+    /// A spin of `who` won the lock after `took`. In the loom models `took` is always
+    /// zero (their spins count rounds and read no clock: `SpinClock` in `raw/mod.rs`), so
+    /// what a model's budgets learn depends on its interleaving alone.
     pub(crate) fn won(&self, who: Spinner, cap: Duration, took: Duration) {
-        // The models must be deterministic: a spin there is bounded by rounds, not time.
-        let took = if cfg!(all(test, async_rwsem_loom)) {
-            Duration::ZERO
-        } else {
-            took
-        };
         let target = to_byte(
             cap,
             took.saturating_mul(2)

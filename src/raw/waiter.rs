@@ -63,7 +63,7 @@ pub(crate) struct LockFuture<'a> {
     phase: Phase<'a>,
     /// When this acquire first had to wait (feature `tracing`).
     #[cfg(feature = "tracing")]
-    waiting_since: Option<std::time::Instant>,
+    waiting_since: Option<crate::loom::Instant>,
     /// When this acquire entered its slow path (`lock_stat::now_ns`; 0: not yet), for its
     /// wait (feature `lock_stat`).
     #[cfg(feature = "lock_stat")]
@@ -196,7 +196,7 @@ impl LockFuture<'_> {
         #[cfg(feature = "tracing")]
         match (&poll, self.waiting_since) {
             (Poll::Pending, None) => {
-                self.waiting_since = Some(std::time::Instant::now());
+                self.waiting_since = Some(self.lock.clock.now());
                 crate::observe::foreign(|| {
                     tracing::trace!(
                         target: "async_rwsem::contention",
@@ -215,7 +215,7 @@ impl LockFuture<'_> {
                         target: "async_rwsem::contention",
                         lock = ?std::ptr::from_ref(self.lock),
                         kind = %self.node.kind.event_name(),
-                        wait_us = since.elapsed().as_micros() as u64,
+                        wait_us = self.lock.clock.elapsed(since).as_micros() as u64,
                         acquired = true,
                         "contention_end"
                     );
@@ -391,7 +391,7 @@ impl LockFuture<'_> {
                             target: "async_rwsem::contention",
                             lock = ?std::ptr::from_ref(this.lock),
                             kind = %this.node.kind.event_name(),
-                            wait_us = since.elapsed().as_micros() as u64,
+                            wait_us = this.lock.clock.elapsed(since).as_micros() as u64,
                             acquired = upgraded,
                             "contention_end"
                         );
@@ -454,7 +454,7 @@ impl LockFuture<'_> {
                     target: "async_rwsem::contention",
                     lock = ?std::ptr::from_ref(self.lock),
                     kind = %self.node.kind.event_name(),
-                    wait_us = since.elapsed().as_micros() as u64,
+                    wait_us = self.lock.clock.elapsed(since).as_micros() as u64,
                     acquired = false,
                     "contention_end"
                 );

@@ -357,7 +357,13 @@ impl RawRwLock {
     /// Granting a head that is due a handoff here, in the releasing task, is this crate's
     /// adaptation of the kernel: there a woken writer runs at once and sets `HANDOFF`
     /// itself; a woken task may wait in its executor's run queue while arrivals steal the
-    /// lock, so the bound on its wait must not depend on when it is next polled.
+    /// lock, so the bound on its wait must not depend on when it is next polled. So the
+    /// timeout is checked at every release that finds the lock free, for a head already
+    /// woken too: a woken head not yet polled has no other way to claim the lock, and
+    /// arrivals may steal it at every release until it runs (the kernel's writer, running
+    /// at once, checks its own timeout on each of its wake-ups). A clock read under the
+    /// wait lock, but only at a release that finds the head still waiting: after a steal,
+    /// or at its first wake-up.
     ///
     /// # Safety
     ///
@@ -373,14 +379,12 @@ impl RawRwLock {
             // Still owned: the owner's release will wake the head.
             return;
         }
+        // For the models' record of the timed grants (below).
+        #[cfg(all(test, async_rwsem_loom))]
         // SAFETY: `head` is linked and we hold the wait lock.
         let woken = unsafe { head.as_ref().with_inner(|inner| inner.woken) };
-        // The timeout is checked (a clock read, under the wait lock) only for a head not
-        // woken yet: once per waiter. A woken head's task is runnable: when polled, it
-        // tries for the lock itself, and if it lost the race asks for the handoff at once,
-        // so its wait is bounded without a clock read at every release.
         // SAFETY: `head` is linked and we hold the wait lock.
-        if count & HANDOFF != 0 || !woken && unsafe { self.timed_out(head) } {
+        if count & HANDOFF != 0 || unsafe { self.timed_out(head) } {
             if count & HANDOFF == 0 {
                 lockevent!(self, wlock_handoff);
             }
@@ -393,9 +397,15 @@ impl RawRwLock {
                 // SAFETY: `head` is linked in `list`; the count holds its write lock.
                 unsafe { self.grant(list, head, wakers) };
                 lockevent!(self, wlock_queued);
+                #[cfg(all(test, async_rwsem_loom))]
+                if count & HANDOFF == 0 {
+                    self.clock.note_timed_grant(woken);
+                }
             }
             return;
         }
+        // Woken to compete (again, after a steal: then its waker is gone already, and
+        // nothing is pushed).
         // SAFETY: linked, wait lock held.
         let waker = unsafe {
             head.as_ref().with_inner(|inner| {
@@ -442,7 +452,12 @@ impl RawRwLock {
         let timeout = self.policy.handoff_timeout();
         // SAFETY: caller's contract.
         let queued_at = unsafe { node.as_ref().with_inner(|inner| inner.queued_at) };
-        queued_at.is_some_and(|t| t.elapsed() >= timeout)
+        let due = queued_at.is_some_and(|t| self.clock.elapsed(t) >= timeout);
+        #[cfg(all(test, async_rwsem_loom))]
+        if due {
+            self.clock.note_due();
+        }
+        due
     }
 }
 

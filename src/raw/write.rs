@@ -6,7 +6,7 @@
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::task::Waker;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::count::*;
 use super::list::{NodeState, WaitList, Waiter};
@@ -228,7 +228,7 @@ impl RawRwLock {
     pub(crate) unsafe fn write_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
         // The time for the handoff timeout, read before the wait lock is taken (the node
         // is still `Idle`, ours alone).
-        let now = Instant::now();
+        let now = self.clock.now();
         // SAFETY: the node is idle and ours (caller's contract).
         unsafe {
             node.as_ref()

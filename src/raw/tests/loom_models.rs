@@ -6,9 +6,14 @@
 //!
 //! Every model protects data in a loom `UnsafeCell`, so loom checks that the lock orders
 //! the accesses (a missing acquire/release shows up as a data race), and ends by checking
-//! that the count word is idle and the queue empty. Handoff timeouts in models are 0, an
-//! hour (never expires inside a model) or `Duration::MAX` only, so that each execution is
-//! deterministic.
+//! that the count word is idle and the queue empty.
+//!
+//! Time: the lock's clock is logical in the models ([`crate::loom::Clock`]), so every
+//! execution is deterministic whatever the timeout; it moves only when a model advances
+//! it, and the models here never do, so no timeout but zero expires in them. Their
+//! timeouts are 0 (a handoff at every release), an hour (only a lost race hands off) or
+//! `Duration::MAX` (no handoff). The default policy's timed handoffs, with time advancing
+//! inside the models, are in `loom_default.rs`.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -285,8 +290,8 @@ fn reader_steals_from_woken_writer() {
 fn woken_writer_that_loses_to_a_reader_gets_the_handoff() {
     loom::model(|| {
         // The default rule: a woken head that finds the lock taken asks for the handoff at
-        // once. A timeout of an hour never expires within a model, so each execution is
-        // deterministic and only the lost race can set HANDOFF.
+        // once. The model's clock never moves, so the hour never passes and only the lost
+        // race can set HANDOFF.
         let l = lock(queue_at_once().handoff_timeout(Duration::from_secs(3600)));
         let g = l.try_write().unwrap();
         g.bump();

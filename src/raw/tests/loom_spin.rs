@@ -19,7 +19,8 @@ use loom::thread;
 use super::loom_support::*;
 
 /// Writers spin (bounded by rounds under loom) and then queue at once; the handoff timeout
-/// never expires inside a model, so the handoffs are the lost races' only.
+/// never expires inside a model (whose logical clock does not move), so the handoffs are
+/// the lost races' only.
 fn spin_then_queue() -> Policy {
     queue_at_once()
         .writer_spin(Duration::from_micros(1))

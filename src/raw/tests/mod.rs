@@ -5,6 +5,8 @@
 //! The typed layer's tests are in `crate::rwlock::tests`; both use [`support`].
 
 #[cfg(not(all(test, async_rwsem_loom)))]
+mod handoff;
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod panics;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod transitions;
@@ -13,6 +15,8 @@ mod upgradable;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod wait_lock;
 
+#[cfg(all(test, async_rwsem_loom))]
+mod loom_default;
 #[cfg(all(test, async_rwsem_loom))]
 mod loom_fair;
 #[cfg(all(test, async_rwsem_loom))]
