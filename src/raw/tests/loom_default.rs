@@ -14,11 +14,11 @@
 //! returned, that the timed grant was taken in at least one execution. (Without the
 //! advances the same shapes run with time standing still: only the lost races' handoffs.)
 //!
-//! The models explore every interleaving up to `LOOM_MAX_PREEMPTIONS` (CI: 3), except
-//! where a model's documentation says that it bounds its own preemptions: the peers'
-//! shapes, with three or four threads under a policy that spins, yields and hands off,
-//! are bounded at 2 ([`model_bounded`]; at 3 the first took about 4 minutes of CPU on
-//! the 2-core machine, the second 1.5, where the whole loom step has 10 to 15 minutes).
+//! Every model here bounds its own preemptions at 2 ([`model_bounded`]; fewer if
+//! `LOOM_MAX_PREEMPTIONS` says so), where the other models run at CI's 3: with three or
+//! four threads under a policy that spins, yields and hands off, each took 3.5 to 10
+//! minutes at 3 on the 2-core machine (the other models together: about 16), and all
+//! four take about 20 s at 2.
 
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -109,7 +109,7 @@ impl Seen {
 }
 
 /// tokio's shape: two writers and a reader, each on a thread of its own; `main` joins them
-/// and reads the sum. Bounded at [`BOUND`] preemptions (at 3: 240 s of CPU).
+/// and reads the sum. Bounded at [`BOUND`] preemptions (at 3: about 10 minutes).
 #[test]
 fn two_writers_and_a_reader_on_threads() {
     let seen = Arc::new(Seen::default());
@@ -143,7 +143,7 @@ fn two_writers_and_a_reader_on_threads() {
 
 /// maitake-sync's shape: two writers on threads of their own while `main` reads (a
 /// borrowed guard), then joins them and reads the sum. Bounded at [`BOUND`] preemptions
-/// (at 3: 90 s of CPU).
+/// (at 3: about 3.5 minutes).
 #[test]
 fn two_writers_on_threads_main_reads() {
     let seen = Arc::new(Seen::default());
@@ -177,7 +177,7 @@ fn two_writers_on_threads_main_reads() {
 
 /// As [`two_writers_on_threads_main_reads`], with owned guards (`write_owned`,
 /// `read_owned`): each writer's guard holds its own `Arc` of the lock. Bounded at
-/// [`BOUND`] preemptions, as that model.
+/// [`BOUND`] preemptions, as that model (at 3: about 4 minutes).
 #[test]
 fn two_writers_on_threads_main_reads_owned() {
     let seen = Arc::new(Seen::default());

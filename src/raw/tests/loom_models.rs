@@ -1,7 +1,8 @@
 //! loom models of the lock's transitions (upgrades and `max_readers` are in
 //! `loom_upgrade.rs`). Run with
 //! `RUSTFLAGS="--cfg async_rwsem_loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release --lib`
-//! (as CI does: about 25 s for every model on 2 cores). Never run them without
+//! (as CI does: about 16 minutes for every model on 2 cores; 40 s at
+//! `LOOM_MAX_PREEMPTIONS=2`, for a first look). Never run them without
 //! `LOOM_MAX_PREEMPTIONS`: unbounded, a model can run for hours.
 //!
 //! Every model protects data in a loom `UnsafeCell`, so loom checks that the lock orders
