@@ -163,7 +163,7 @@
 //! | `src/rwlock/guard.rs`, `owned.rs`, `upgradable.rs` | the guards (borrowed, owned, upgradable) and the `Upgrade` future |
 //! | `src/rwlock/blocking.rs`, `timeout.rs`, `coop.rs` | the blocking acquires; the timed ones and tokio's cooperative budget (feature `tokio`) |
 //! | `src/design.rs` | this page |
-//! | `src/loom.rs` | where the atomics, the mutex and `UnsafeCell` come from (std or loom) |
+//! | `src/loom.rs` | where the atomics, the mutex, `UnsafeCell` and the lock's clock come from (std, or loom and a logical clock that the models advance) |
 //!
 //! # The policy's knobs in detail
 //!
