@@ -108,6 +108,33 @@ impl Seen {
     }
 }
 
+/// Which guards a model's writers take.
+#[derive(Clone, Copy)]
+enum Guards {
+    /// `write()`: a guard that borrows the lock.
+    Borrowed,
+    /// `write_owned()`: a guard that holds an `Arc` of the lock.
+    Owned,
+}
+
+/// Two writers, each on a thread of its own with `block_on`, each running one
+/// [`write_section`] under the guards `guards`.
+fn two_writer_threads(l: &Arc<Lock>, guards: Guards) -> Vec<thread::JoinHandle<()>> {
+    (0..2)
+        .map(|_| {
+            let l = Arc::clone(l);
+            thread::spawn(move || {
+                block_on(async {
+                    match guards {
+                        Guards::Borrowed => write_section(&l, &*l.write().await),
+                        Guards::Owned => write_section(&l, &*Arc::clone(&l).write_owned().await),
+                    }
+                });
+            })
+        })
+        .collect()
+}
+
 /// tokio's shape: two writers and a reader, each on a thread of its own; `main` joins them
 /// and reads the sum. Bounded at [`BOUND`] preemptions (at 3: about 10 minutes).
 #[test]
@@ -116,17 +143,7 @@ fn two_writers_and_a_reader_on_threads() {
     let seen2 = Arc::clone(&seen);
     model_bounded(BOUND, move || {
         let l = lock(Policy::default());
-        let writers: Vec<_> = (0..2)
-            .map(|_| {
-                let l = Arc::clone(&l);
-                thread::spawn(move || {
-                    block_on(async {
-                        let g = l.write().await;
-                        write_section(&l, &g);
-                    });
-                })
-            })
-            .collect();
+        let writers = two_writer_threads(&l, Guards::Borrowed);
         let l3 = Arc::clone(&l);
         let reader = thread::spawn(move || block_on(async { l3.read().await.get() }));
         for w in writers {
@@ -150,17 +167,7 @@ fn two_writers_on_threads_main_reads() {
     let seen2 = Arc::clone(&seen);
     model_bounded(BOUND, move || {
         let l = lock(Policy::default());
-        let writers: Vec<_> = (0..2)
-            .map(|_| {
-                let l = Arc::clone(&l);
-                thread::spawn(move || {
-                    block_on(async {
-                        let g = l.write().await;
-                        write_section(&l, &g);
-                    });
-                })
-            })
-            .collect();
+        let writers = two_writer_threads(&l, Guards::Borrowed);
         {
             let g = block_on(l.read());
             assert!(g.get() <= 2, "main saw {}", g.get());
@@ -184,17 +191,7 @@ fn two_writers_on_threads_main_reads_owned() {
     let seen2 = Arc::clone(&seen);
     model_bounded(BOUND, move || {
         let l = lock(Policy::default());
-        let writers: Vec<_> = (0..2)
-            .map(|_| {
-                let l = Arc::clone(&l);
-                thread::spawn(move || {
-                    block_on(async {
-                        let g = Arc::clone(&l).write_owned().await;
-                        write_section(&l, &g);
-                    });
-                })
-            })
-            .collect();
+        let writers = two_writer_threads(&l, Guards::Owned);
         {
             let g = block_on(Arc::clone(&l).read_owned());
             assert!(g.get() <= 2, "main saw {}", g.get());
