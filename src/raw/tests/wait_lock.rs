@@ -21,11 +21,11 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use crate::raw::tests::support::*;
 use crate::{RwLock, RwLockUpgradableReadGuard};
 
-/// What the hooked waker does: its first clone runs `on_first_clone` (a release of the
-/// holder); every drop of a waker of it records whether the wait lock of `lock` was held.
+/// What the hooked waker does: its first clone drops `held` (a guard: the holder's
+/// release); every drop of a waker of it records whether the wait lock of `lock` was held.
 struct Hooks {
     lock: Arc<RwLock<u32>>,
-    on_first_clone: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    held: Mutex<Option<Box<dyn Send>>>,
     clones: AtomicUsize,
     drops: AtomicUsize,
     drops_under_wait_lock: AtomicUsize,
@@ -37,10 +37,11 @@ struct Hooks {
 }
 
 impl Hooks {
-    fn new(lock: &Arc<RwLock<u32>>, on_first_clone: impl FnOnce() + Send + 'static) -> Arc<Self> {
+    /// Hooks for a waker of an acquire of `lock` whose first clone releases `held`.
+    fn new(lock: &Arc<RwLock<u32>>, held: impl Send + 'static) -> Arc<Self> {
         Arc::new(Self {
             lock: Arc::clone(lock),
-            on_first_clone: Mutex::new(Some(Box::new(on_first_clone))),
+            held: Mutex::new(Some(Box::new(held))),
             clones: AtomicUsize::new(0),
             drops: AtomicUsize::new(0),
             drops_under_wait_lock: AtomicUsize::new(0),
@@ -54,6 +55,11 @@ impl Hooks {
         // SAFETY: the vtable's functions keep the contract of `RawWaker` for this data (an
         // `Arc<Hooks>` reference, counted once per waker).
         unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) }
+    }
+
+    /// Has the first clone released what was held?
+    fn released(&self) -> bool {
+        self.held.lock().unwrap().is_none()
     }
 
     fn wait_lock_held(&self) -> bool {
@@ -76,10 +82,8 @@ unsafe fn clone(data: *const ()) -> RawWaker {
         &*data.cast::<Hooks>()
     };
     hooks.clones.fetch_add(1, SeqCst);
-    let first = hooks.on_first_clone.lock().unwrap().take();
-    if let Some(release) = first {
-        release();
-    }
+    let held = hooks.held.lock().unwrap().take();
+    drop(held);
     RawWaker::new(data, &VTABLE)
 }
 
@@ -125,11 +129,7 @@ fn a_reader_that_finds_the_lock_free_on_its_way_to_the_queue_drops_its_waker_out
 {
     let _lockdep = lockdep_off();
     let lock = Arc::new(RwLock::with_policy(0u32, queue_at_once()));
-    let w = Arc::new(Mutex::new(Some(
-        Arc::clone(&lock).try_write_owned().unwrap(),
-    )));
-    let release = Arc::clone(&w);
-    let hooks = Hooks::new(&lock, move || drop(release.lock().unwrap().take()));
+    let hooks = Hooks::new(&lock, Arc::clone(&lock).try_write_owned().unwrap());
     let waker = hooks.waker();
     {
         let mut read = pin!(lock.read());
@@ -137,7 +137,7 @@ fn a_reader_that_finds_the_lock_free_on_its_way_to_the_queue_drops_its_waker_out
             Poll::Ready(guard) => guard,
             Poll::Pending => panic!("the lock was free when the reader queued"),
         };
-        assert!(w.lock().unwrap().is_none(), "the clone released the writer");
+        assert!(hooks.released(), "the clone released the writer");
         assert_eq!(lock.raw.count_word(), R);
         assert_eq!(lock.raw.queue_len(), 0);
         drop(guard);
@@ -162,11 +162,7 @@ fn an_upgrade_that_finds_the_other_readers_gone_on_its_way_to_the_queue_drops_it
     let _lockdep = lockdep_off();
     let lock = Arc::new(RwLock::with_policy(0u32, queue_at_once()));
     let up = lock.try_upgradable_read().unwrap();
-    let r = Arc::new(Mutex::new(Some(
-        Arc::clone(&lock).try_read_owned().unwrap(),
-    )));
-    let release = Arc::clone(&r);
-    let hooks = Hooks::new(&lock, move || drop(release.lock().unwrap().take()));
+    let hooks = Hooks::new(&lock, Arc::clone(&lock).try_read_owned().unwrap());
     let waker = hooks.waker();
     {
         let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
@@ -174,7 +170,7 @@ fn an_upgrade_that_finds_the_other_readers_gone_on_its_way_to_the_queue_drops_it
             Poll::Ready(guard) => guard,
             Poll::Pending => panic!("the other reader had left when the upgrade queued"),
         };
-        assert!(r.lock().unwrap().is_none(), "the clone released the reader");
+        assert!(hooks.released(), "the clone released the reader");
         assert_eq!(lock.raw.count_word(), W);
         assert_eq!(lock.raw.queue_len(), 0);
         *guard += 1;
@@ -208,11 +204,7 @@ fn a_waker_whose_drop_reads_the_snapshot_does_not_deadlock_the_queueing_reader()
         // Lockdep's checks are per thread: off on this one too.
         let _lockdep = lockdep_off();
         let lock = thread_lock;
-        let w = Arc::new(Mutex::new(Some(
-            Arc::clone(&lock).try_write_owned().unwrap(),
-        )));
-        let release = Arc::clone(&w);
-        let hooks = Hooks::new(&lock, move || drop(release.lock().unwrap().take()));
+        let hooks = Hooks::new(&lock, Arc::clone(&lock).try_write_owned().unwrap());
         hooks.snapshot_on_drop.store(true, SeqCst);
         let waker = hooks.waker();
         {
@@ -240,11 +232,7 @@ fn a_waker_drop_that_panics_after_the_queueing_took_the_lock_releases_it_on_the_
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
     let lock = Arc::new(RwLock::with_policy(0u32, queue_at_once()));
-    let w = Arc::new(Mutex::new(Some(
-        Arc::clone(&lock).try_write_owned().unwrap(),
-    )));
-    let release = Arc::clone(&w);
-    let hooks = Hooks::new(&lock, move || drop(release.lock().unwrap().take()));
+    let hooks = Hooks::new(&lock, Arc::clone(&lock).try_write_owned().unwrap());
     hooks.panic_on_first_drop.store(true, SeqCst);
     let waker = hooks.waker();
     {
