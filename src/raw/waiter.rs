@@ -210,16 +210,7 @@ impl LockFuture<'_> {
                 // We own the lock, and the caller makes its guard only once we return: if
                 // the subscriber panics, release the lock on the way out.
                 let release = ReleaseOnUnwind(self.lock, self.node.kind);
-                crate::observe::foreign(|| {
-                    tracing::trace!(
-                        target: "async_rwsem::contention",
-                        lock = ?std::ptr::from_ref(self.lock),
-                        kind = %self.node.kind.event_name(),
-                        wait_us = self.lock.clock.elapsed(since).as_micros() as u64,
-                        acquired = true,
-                        "contention_end"
-                    );
-                });
+                contention_end(self.lock, self.node.kind, since, true);
                 std::mem::forget(release);
             }
             _ => {}
@@ -386,16 +377,7 @@ impl LockFuture<'_> {
                         WaiterKind::UpgradableRead
                     };
                     let release = ReleaseOnUnwind(this.lock, held);
-                    crate::observe::foreign(|| {
-                        tracing::trace!(
-                            target: "async_rwsem::contention",
-                            lock = ?std::ptr::from_ref(this.lock),
-                            kind = %this.node.kind.event_name(),
-                            wait_us = this.lock.clock.elapsed(since).as_micros() as u64,
-                            acquired = upgraded,
-                            "contention_end"
-                        );
-                    });
+                    contention_end(this.lock, this.node.kind, since, upgraded);
                     std::mem::forget(release);
                 }
                 upgraded
@@ -449,18 +431,27 @@ impl LockFuture<'_> {
         // aborting the process.
         #[cfg(feature = "tracing")]
         if let Some(since) = self.waiting_since {
-            crate::observe::foreign(|| {
-                tracing::trace!(
-                    target: "async_rwsem::contention",
-                    lock = ?std::ptr::from_ref(self.lock),
-                    kind = %self.node.kind.event_name(),
-                    wait_us = self.lock.clock.elapsed(since).as_micros() as u64,
-                    acquired = false,
-                    "contention_end"
-                );
-            });
+            contention_end(self.lock, self.node.kind, since, false);
         }
     }
+}
+
+/// The kernel's `contention_end`, as a `tracing` event: the acquire of `lock` in mode
+/// `kind` that first had to wait at `since` stops waiting, with the lock (`acquired`) or
+/// without it. Through [`crate::observe::foreign`]: it may run during an unwind (a dropped
+/// acquire).
+#[cfg(feature = "tracing")]
+fn contention_end(lock: &RawRwLock, kind: WaiterKind, since: crate::loom::Instant, acquired: bool) {
+    crate::observe::foreign(|| {
+        tracing::trace!(
+            target: "async_rwsem::contention",
+            lock = ?std::ptr::from_ref(lock),
+            kind = %kind.event_name(),
+            wait_us = lock.clock.elapsed(since).as_micros() as u64,
+            acquired,
+            "contention_end"
+        );
+    });
 }
 
 #[inline]
