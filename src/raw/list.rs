@@ -121,7 +121,7 @@ pub(crate) struct WaiterInner {
     pub(crate) woken: bool,
     /// An upgrade node (which queues at the head) found a handoff pending when it queued:
     /// the handoff is the waiter's it went ahead of, and stays that waiter's when the
-    /// upgrade is served (`upgrade_at_head`).
+    /// upgrade is served (`upgrade_at_head`, `queued_write_lock`).
     pub(crate) handoff_of_next: bool,
     /// When this acquire started to wait (`lock_stat::now_ns`, set by its owner while the
     /// node is `Idle`; 0 until then), where it was called from, and whether a release

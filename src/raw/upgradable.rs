@@ -213,20 +213,15 @@ impl RawRwLock {
     /// `self`.
     pub(super) unsafe fn upgrade_at_head(&self, list: &WaitList, node: NonNull<Waiter>) -> bool {
         debug_assert_eq!(list.head(), Some(node));
-        let taken = self.queued_write_lock(list, READER_BIAS + UPGRADABLE, |count| {
+        // A handoff the upgrade found pending when it queued ahead of the next head is
+        // that waiter's, and stays set for it.
+        // SAFETY: `node` is linked in `list`, which we hold.
+        let of_next = unsafe { node.as_ref().with_inner(|inner| inner.handoff_of_next) };
+        let taken = self.queued_write_lock(list, READER_BIAS + UPGRADABLE, of_next, |count| {
             count & WRITER_LOCKED == 0 && readers(count) == 1
         });
         if taken {
             lockevent!(self, wlock_queued);
-            // The handoff the upgrade found pending when it queued ahead of the next
-            // head is that waiter's: `queued_write_lock` cleared it (the served head's),
-            // so it is set again, still under the wait lock (which `HANDOFF` changes
-            // under). Nobody can take the lock in between: it is write-locked.
-            // SAFETY: `node` is linked in `list`, which we hold.
-            let of_next = unsafe { node.as_ref().with_inner(|inner| inner.handoff_of_next) };
-            if of_next && !list.is_single() {
-                self.count.fetch_or(HANDOFF, Relaxed);
-            }
         }
         taken
     }

@@ -325,28 +325,29 @@ impl RawRwLock {
     }
 
     /// A queued waiter takes the write lock, in one CAS loop: sets `WRITER_LOCKED`, clears
-    /// `HANDOFF` (a handoff is only ever the head's, and the head is served now), clears
-    /// `WAITERS` if it is the last waiter, and takes `trade` out of the count (the
-    /// upgrading reader's own bias and `UPGRADABLE`; 0 for a writer). Fails, changing
-    /// nothing, while `can_take(count)` is false. The one place a queued waiter gets the
-    /// write lock; the caller unlinks its node.
+    /// `HANDOFF` (a handoff is only ever the head's, and the head is served now; unless
+    /// `handoff_of_next`: an upgrade that queued ahead of a head already due the handoff
+    /// leaves it to that waiter), clears `WAITERS` (and `HANDOFF`) if it is the last
+    /// waiter, and takes `trade` out of the count (the upgrading reader's own bias and
+    /// `UPGRADABLE`; 0 for a writer). Fails, changing nothing, while `can_take(count)` is
+    /// false. The one place a queued waiter gets the write lock; the caller unlinks its
+    /// node.
     pub(super) fn queued_write_lock(
         &self,
         list: &WaitList,
         trade: usize,
+        handoff_of_next: bool,
         can_take: impl Fn(usize) -> bool,
     ) -> bool {
         let last = list.is_single();
+        let clear = match (last, handoff_of_next) {
+            (true, _) => HANDOFF | WAITERS,
+            (false, false) => HANDOFF,
+            (false, true) => 0,
+        };
         self.count
             .fetch_update(Acquire, Relaxed, |count| {
-                can_take(count).then(|| {
-                    let new = ((count - trade) | WRITER_LOCKED) & !HANDOFF;
-                    if last {
-                        new & !WAITERS
-                    } else {
-                        new
-                    }
-                })
+                can_take(count).then(|| ((count - trade) | WRITER_LOCKED) & !clear)
             })
             .is_ok()
     }
@@ -390,7 +391,7 @@ impl RawRwLock {
             }
             // Nobody but the head may take the lock now: hand it over directly. A
             // reader's transient bias makes this fail; its queueing re-checks.
-            if self.queued_write_lock(list, 0, |count| count & LOCK_MASK == 0) {
+            if self.queued_write_lock(list, 0, false, |count| count & LOCK_MASK == 0) {
                 // Its task has not run since: spinners must not wait for it (they yield,
                 // which lets it run if it waits on their worker).
                 self.count.fetch_or(OWNER_PENDING, Relaxed);
