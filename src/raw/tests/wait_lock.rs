@@ -257,3 +257,37 @@ fn a_waker_drop_that_panics_after_the_queueing_took_the_lock_releases_it_on_the_
     assert_eq!(hooks.drops.load(SeqCst), 2, "the clone and the original");
     assert_idle(&lock);
 }
+
+/// As the reader's case, for the upgrade: a waker whose drop panics after the upgrade's
+/// queueing took the write lock. The unwind starts after the wait lock is released; the
+/// upgrade future, left with its node `Granted`, releases the write lock when dropped.
+#[test]
+fn a_waker_drop_that_panics_after_the_upgrade_took_the_lock_leaves_it_to_the_future() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    let _lockdep = lockdep_off();
+    let lock = Arc::new(RwLock::with_policy(0u32, queue_at_once()));
+    let up = lock.try_upgradable_read().unwrap();
+    let hooks = Hooks::new(&lock, Arc::clone(&lock).try_read_owned().unwrap());
+    hooks.panic_on_first_drop.store(true, SeqCst);
+    let waker = hooks.waker();
+    {
+        let mut upgrade = pin!(RwLockUpgradableReadGuard::upgrade(up));
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            let _ = upgrade.as_mut().poll(&mut Context::from_waker(&waker));
+        }));
+        assert!(polled.is_err(), "the waker's drop panicked through the poll");
+        assert_eq!(
+            hooks.drops_under_wait_lock.load(SeqCst),
+            0,
+            "a waker was dropped under the wait lock"
+        );
+        assert!(hooks.released(), "the clone released the reader");
+        // The write lock is the future's: nobody else gets in.
+        assert_eq!(lock.raw.count_word(), W);
+        assert!(lock.try_read().is_err());
+    }
+    assert_idle(&lock);
+    drop(waker);
+    assert_eq!(hooks.drops.load(SeqCst), 2, "the clone and the original");
+}
