@@ -276,7 +276,10 @@ fn a_waker_drop_that_panics_after_the_upgrade_took_the_lock_leaves_it_to_the_fut
         let polled = catch_unwind(AssertUnwindSafe(|| {
             let _ = upgrade.as_mut().poll(&mut Context::from_waker(&waker));
         }));
-        assert!(polled.is_err(), "the waker's drop panicked through the poll");
+        assert!(
+            polled.is_err(),
+            "the waker's drop panicked through the poll"
+        );
         assert_eq!(
             hooks.drops_under_wait_lock.load(SeqCst),
             0,
