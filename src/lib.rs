@@ -166,22 +166,20 @@
 // user's `--cfg loom` changes this crate) use a subset of the crate.
 #![cfg_attr(all(test, async_rwsem_loom), allow(dead_code))]
 
-#[cfg(all(tokio_unstable, feature = "tracing"))]
-mod console;
 pub mod design;
-#[cfg(feature = "lock_stat")]
-#[cfg_attr(docsrs, doc(cfg(feature = "lock_stat")))]
-pub mod lock_stat;
-#[cfg(feature = "lockdep")]
-#[cfg_attr(docsrs, doc(cfg(feature = "lockdep")))]
-pub mod lockdep;
 mod loom;
 mod observe;
 mod raw;
 mod rwlock;
 
 #[cfg(feature = "lock_stat")]
-pub use crate::lock_stat::LockStat;
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_stat")))]
+pub use crate::observe::lock_stat;
+#[cfg(feature = "lock_stat")]
+pub use crate::observe::lock_stat::LockStat;
+#[cfg(feature = "lockdep")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lockdep")))]
+pub use crate::observe::lockdep;
 pub use crate::raw::policy::{Policy, MAX_READER_WAKE_BATCH};
 #[cfg(feature = "stats")]
 pub use crate::raw::stats::LockStats;

@@ -33,6 +33,13 @@
 // some of them unread.
 #![allow(unused_variables)]
 
+#[cfg(all(tokio_unstable, feature = "tracing"))]
+pub(crate) mod console;
+#[cfg(feature = "lock_stat")]
+pub mod lock_stat;
+#[cfg(feature = "lockdep")]
+pub mod lockdep;
+
 use std::future::Future;
 use std::task::Poll;
 
@@ -108,7 +115,7 @@ pub(crate) struct LockObserve {
     pub(crate) lockdep: crate::lockdep::LockClass,
     /// The lock's tokio-console resource (`cfg(all(tokio_unstable, feature = "tracing"))`).
     #[cfg(all(tokio_unstable, feature = "tracing"))]
-    pub(crate) console: crate::console::Resource,
+    pub(crate) console: crate::observe::console::Resource,
     /// Times, the longest hold and the exclusive holder (feature `lock_stat`).
     #[cfg(feature = "lock_stat")]
     pub(crate) lock_stat: crate::lock_stat::LockStatState,
@@ -129,7 +136,7 @@ impl LockObserve {
             #[cfg(feature = "lockdep")]
             lockdep: crate::lockdep::LockClass::new(),
             #[cfg(all(tokio_unstable, feature = "tracing"))]
-            console: crate::console::Resource::new(),
+            console: crate::observe::console::Resource::new(),
             #[cfg(feature = "lock_stat")]
             lock_stat: crate::lock_stat::LockStatState::new(),
         }
@@ -314,13 +321,13 @@ impl Drop for InFlight<'_> {
 
 /// An async acquire as tokio-console sees it, under
 /// `cfg(all(tokio_unstable, feature = "tracing"))`: an async operation of the lock's
-/// resource (`crate::console::OpSpans`), made with the acquire future, entered at each of
+/// resource (`crate::observe::console::OpSpans`), made with the acquire future, entered at each of
 /// its polls. Zero-sized, and [`wrap`](Self::wrap) and [`poll`](Self::poll) the identity,
 /// otherwise.
 #[derive(Debug)]
 pub(crate) struct AsyncOp {
     #[cfg(all(tokio_unstable, feature = "tracing"))]
-    console: crate::console::OpSpans,
+    console: crate::observe::console::OpSpans,
 }
 
 impl AsyncOp {
@@ -332,7 +339,7 @@ impl AsyncOp {
     pub(crate) fn new(raw: &RawRwLock, kind: WaiterKind, source: &'static str) -> Self {
         Self {
             #[cfg(all(tokio_unstable, feature = "tracing"))]
-            console: crate::console::OpSpans::new(raw, kind, source),
+            console: crate::observe::console::OpSpans::new(raw, kind, source),
         }
     }
 
@@ -340,7 +347,7 @@ impl AsyncOp {
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     #[inline]
     pub(crate) fn wrap<F: Future>(self, acquire: F) -> impl Future<Output = F::Output> {
-        crate::console::Instrumented::new(self.console, acquire)
+        crate::observe::console::Instrumented::new(self.console, acquire)
     }
 
     /// `acquire`, the future of the acquire, under this operation.
