@@ -48,4 +48,5 @@ pub mod ldouble;
 pub mod lock;
 pub mod resp;
 pub mod server;
+pub mod shared;
 pub mod store;

@@ -1,0 +1,259 @@
+//! Command dispatch: checks a request's name and arity against [`COMMANDS`], then hands it to
+//! the module of its type (as Redis' `t_string.c`, `t_hash.c`, ...): [`strings`], [`keys`]
+//! (commands on keys of any type), [`server`] (server and connection commands). Each checks
+//! its arguments, calls the store and encodes the reply. No lock is touched here directly; the
+//! store does that.
+
+mod keys;
+mod server;
+mod strings;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::lock::ShardLock;
+use crate::resp::{self, Args};
+use crate::shared::{ClientInfo, Shared};
+use crate::store::Shard;
+
+/// The `seq` a command leaves when its reply shows data but it logged nothing (a read, or a
+/// write that changed nothing): the connection must not send it if a log failure may have
+/// undone what it saw.
+pub const READ: u64 = u64::MAX;
+
+/// Whether the connection goes on after this command.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Close,
+}
+
+const NOT_INT: &str = "ERR value is not an integer or out of range";
+const SYNTAX: &str = "ERR syntax error";
+
+/// Upper-cased command name (names longer than 16 bytes are unknown anyway).
+fn upper(name: &[u8]) -> ([u8; 16], usize) {
+    let mut buf = [0u8; 16];
+    let n = name.len().min(16);
+    for (d, s) in buf.iter_mut().zip(name) {
+        *d = s.to_ascii_uppercase();
+    }
+    (buf, if name.len() > 16 { 0 } else { n })
+}
+
+fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
+    resp::error(
+        out,
+        &format!(
+            "ERR wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(name).to_lowercase()
+        ),
+    );
+}
+
+/// Redis commands on the data types this server does not have (`redis-benchmark`'s default
+/// tests use several): they get an error that says so instead of "unknown command".
+const OTHER_TYPES: &[&[u8]] = &[
+    b"LPUSH",
+    b"RPUSH",
+    b"LPOP",
+    b"RPOP",
+    b"LRANGE",
+    b"LLEN",
+    b"LINDEX",
+    b"SADD",
+    b"SPOP",
+    b"SREM",
+    b"SMEMBERS",
+    b"SCARD",
+    b"HSET",
+    b"HGET",
+    b"HMSET",
+    b"HGETALL",
+    b"HDEL",
+    b"HINCRBY",
+    b"ZADD",
+    b"ZPOPMIN",
+    b"ZPOPMAX",
+    b"ZRANGE",
+    b"ZREM",
+    b"ZSCORE",
+    b"ZINCRBY",
+    b"XADD",
+];
+
+fn unknown(out: &mut Vec<u8>, args: &Args) {
+    let (name, len) = upper(&args[0]);
+    if OTHER_TYPES.contains(&&name[..len]) {
+        return resp::error(
+            out,
+            &format!(
+                "ERR unsupported command '{}': this server stores strings only (GET, SET, INCR, MSET, ...)",
+                String::from_utf8_lossy(&args[0]).to_lowercase()
+            ),
+        );
+    }
+    let mut msg = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
+    );
+    for a in args.iter().skip(1).take(8) {
+        let _ = write!(msg, "'{}' ", String::from_utf8_lossy(&a[..a.len().min(64)]));
+    }
+    resp::error(out, &msg);
+}
+
+/// `arity` as in Redis' command table: exact if positive, a minimum if negative.
+fn arity_ok(args: &Args, arity: isize) -> bool {
+    let n = args.len() as isize;
+    if arity >= 0 {
+        n == arity
+    } else {
+        n >= -arity
+    }
+}
+
+/// Runs one request and appends its reply to `out`. A write sets `seq` to the sequence
+/// number of its log record: the connection must not send the reply before [`crate::aof::Log::wait`]
+/// says that record is written (and must replace the reply by an error if it failed).
+pub async fn execute<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    client: &ClientInfo,
+    args: Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) -> Flow {
+    let (name, len) = upper(&args[0]);
+    let name = &name[..len];
+    let Some(spec) = spec(name) else {
+        unknown(out, &args);
+        return Flow::Continue;
+    };
+    if !arity_ok(&args, spec.arity) {
+        wrong_args(out, &args[0]);
+        return Flow::Continue;
+    }
+    if spec.data {
+        *seq = READ;
+    }
+    match spec.group {
+        "string" => strings::execute(shared, name, args, out, seq).await,
+        "generic" => keys::execute(shared, name, args, out, seq).await,
+        _ => server::execute(shared, client, name, args, out, seq).await,
+    }
+}
+
+fn reply_int(out: &mut Vec<u8>, r: Result<i64, String>) {
+    match r {
+        Ok(n) => resp::integer(out, n),
+        Err(e) => resp::error(out, &e),
+    }
+}
+
+fn reply_ok(out: &mut Vec<u8>, r: Result<(), String>) {
+    match r {
+        Ok(()) => resp::ok(out),
+        Err(e) => resp::error(out, &e),
+    }
+}
+
+// ---- the command table ------------------------------------------------------------------
+
+/// One command as `COMMAND` describes it (Redis' fields) and as the dispatcher checks it.
+pub struct Spec {
+    pub name: &'static str,
+    /// Exact if positive, a minimum if negative (Redis' convention).
+    pub arity: isize,
+    pub flags: &'static [&'static str],
+    pub first_key: i64,
+    pub last_key: i64,
+    pub step: i64,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+    pub complexity: &'static str,
+    /// Whether its reply shows stored data (see [`READ`]).
+    pub data: bool,
+}
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, [$($flag:literal),*], $first:expr, $last:expr, $step:expr, $group:literal, $since:literal, $cx:literal, $data:expr, $summary:literal) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: &[$($flag),*],
+            first_key: $first,
+            last_key: $last,
+            step: $step,
+            group: $group,
+            summary: $summary,
+            since: $since,
+            complexity: $cx,
+            data: $data,
+        }
+    };
+}
+
+/// Every command this server knows, as `COMMAND` lists them.
+pub const COMMANDS: &[Spec] = &[
+    spec!("append", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Append a value to a key"),
+    spec!("bgsave", -1, ["admin", "noscript", "no_async_loading"], 0, 0, 0, "server", "1.0.0", "O(N)", false, "Asynchronously save the dataset to disk"),
+    spec!("client", -2, [], 0, 0, 0, "connection", "2.4.0", "Depends on subcommand.", false, "A container for client connection commands"),
+    spec!("command", -1, ["loading", "stale"], 0, 0, 0, "server", "2.8.13", "O(N) where N is the total number of Redis commands", false, "Get array of Redis command details"),
+    spec!("config", -2, [], 0, 0, 0, "server", "2.0.0", "Depends on subcommand.", false, "A container for server configuration commands"),
+    spec!("dbsize", 1, ["readonly", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", true, "Return the number of keys in the selected database"),
+    spec!("decr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by one"),
+    spec!("decrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by the given number"),
+    spec!("del", -2, ["write"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys that will be removed.", true, "Delete a key"),
+    spec!("echo", 2, ["fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Echo the given string"),
+    spec!("exists", -2, ["readonly", "fast"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys to check.", true, "Determine if a key exists"),
+    spec!("expire", -3, ["write", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Set a key's time to live in seconds"),
+    spec!("expireat", -3, ["write", "fast"], 1, 1, 1, "generic", "1.2.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp"),
+    spec!("flushall", -1, ["write"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", true, "Remove all keys from all databases"),
+    spec!("flushdb", -1, ["write"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the number of keys in the selected database", true, "Remove all keys from the current database"),
+    spec!("get", 2, ["readonly", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Get the value of a key"),
+    spec!("getdel", 2, ["write", "fast"], 1, 1, 1, "string", "6.2.0", "O(1)", true, "Get the value of a key and delete the key"),
+    spec!("getex", -2, ["write", "fast"], 1, 1, 1, "string", "6.2.0", "O(1)", true, "Get the value of a key and optionally set its expiration"),
+    spec!("getrange", 4, ["readonly"], 1, 1, 1, "string", "2.4.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
+    spec!("getset", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key and return its old value"),
+    spec!("incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by one"),
+    spec!("incrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by the given amount"),
+    spec!("incrbyfloat", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Increment the float value of a key by the given amount"),
+    spec!("info", -1, ["loading", "stale"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get information and statistics about the server"),
+    spec!("keys", 2, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(N) with N being the number of keys in the database", true, "Find all keys matching the given pattern"),
+    spec!("lastsave", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get the UNIX time stamp of the last successful save to disk"),
+    spec!("mget", -2, ["readonly", "fast"], 1, -1, 1, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", true, "Get the values of all the given keys"),
+    spec!("mset", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values"),
+    spec!("msetnx", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values, only if none of the keys exist"),
+    spec!("persist", 2, ["write", "fast"], 1, 1, 1, "generic", "2.2.0", "O(1)", true, "Remove the expiration from a key"),
+    spec!("pexpire", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set a key's time to live in milliseconds"),
+    spec!("pexpireat", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp specified in milliseconds"),
+    spec!("ping", -1, ["fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Ping the server"),
+    spec!("psetex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Set the value and expiration in milliseconds of a key"),
+    spec!("pttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Get the time to live for a key in milliseconds"),
+    spec!("quit", -1, ["allow_busy", "noscript", "loading", "stale", "fast", "no_auth"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Close the connection"),
+    spec!("randomkey", 1, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(1)", true, "Return a random key from the keyspace"),
+    spec!("rename", 3, ["write"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key"),
+    spec!("renamenx", 3, ["write", "fast"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key, only if the new key does not exist"),
+    spec!("save", 1, ["admin", "noscript", "no_async_loading", "no_multi"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", false, "Synchronously save the dataset to disk"),
+    spec!("scan", -2, ["readonly"], 0, 0, 0, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate the keys space"),
+    spec!("select", 2, ["loading", "stale", "fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Change the selected database for the current connection"),
+    spec!("set", -3, ["write", "denyoom"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key"),
+    spec!("setex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Set the value and expiration of a key"),
+    spec!("setnx", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the value of a key, only if the key does not exist"),
+    spec!("setrange", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.2.0", "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.", true, "Overwrite part of a string at key starting at the specified offset"),
+    spec!("shutdown", -1, ["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"], 0, 0, 0, "server", "1.0.0", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)", false, "Synchronously save the dataset to disk and then shut down the server"),
+    spec!("strlen", 2, ["readonly", "fast"], 1, 1, 1, "string", "2.2.0", "O(1)", true, "Get the length of the value stored in a key"),
+    spec!("time", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "2.6.0", "O(1)", false, "Return the current server time"),
+    spec!("touch", -2, ["readonly", "fast"], 1, -1, 1, "generic", "3.2.1", "O(N) where N is the number of keys that will be touched.", true, "Alters the last access time of a key(s). Returns the number of existing keys specified."),
+    spec!("ttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Get the time to live for a key in seconds"),
+    spec!("type", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Determine the type stored at key"),
+    spec!("unlink", -2, ["write", "fast"], 1, -1, 1, "generic", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.", true, "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
+];
+
+/// The table entry of an upper-cased command name.
+fn spec(upper_name: &[u8]) -> Option<&'static Spec> {
+    COMMANDS
+        .iter()
+        .find(|s| s.name.as_bytes().eq_ignore_ascii_case(upper_name))
+}

@@ -1,0 +1,499 @@
+//! Server and connection commands (Redis' `server.c`/`networking.c`): `PING`, `ECHO`, `QUIT`,
+//! `SELECT`, `CLIENT`, `DBSIZE`, `FLUSHALL`, `SAVE`/`BGSAVE`/`LASTSAVE`, `SHUTDOWN`, `INFO`,
+//! `CONFIG GET`, `TIME`, `COMMAND`.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{reply_ok, unknown, wrong_args, Flow, NOT_INT, SYNTAX};
+use super::{spec, Spec, COMMANDS};
+use crate::glob;
+use crate::lock::ShardLock;
+use crate::resp::{self, parse_int, Args};
+use crate::shared::{fsync_name, ClientInfo, Shared};
+use crate::store::Shard;
+
+/// Runs one command of this module (the dispatcher checked its name and arity).
+pub(super) async fn execute<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    client: &ClientInfo,
+    name: &[u8],
+    args: Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) -> Flow {
+    let store = &shared.store;
+    match name {
+        b"PING" => match args.len() {
+            1 => resp::simple(out, "PONG"),
+            2 => resp::bulk(out, &args[1]),
+            _ => wrong_args(out, &args[0]),
+        },
+        b"ECHO" => resp::bulk(out, &args[1]),
+        b"QUIT" => {
+            resp::ok(out);
+            return Flow::Close;
+        }
+        b"SELECT" => match parse_int(&args[1]) {
+            Some(0) => resp::ok(out),
+            Some(_) => resp::error(out, "ERR DB index is out of range"),
+            None => resp::error(out, NOT_INT),
+        },
+        b"CLIENT" => client_cmd(shared, client, &args, out),
+        b"DBSIZE" => resp::integer(out, store.dbsize().await as i64),
+        b"FLUSHALL" | b"FLUSHDB" => {
+            let mode_ok = args.len() == 1
+                || (args.len() == 2
+                    && (args[1].eq_ignore_ascii_case(b"SYNC")
+                        || args[1].eq_ignore_ascii_case(b"ASYNC")));
+            if mode_ok {
+                reply_ok(out, store.flushall(seq).await);
+            } else {
+                resp::error(out, SYNTAX);
+            }
+        }
+        b"SAVE" => match store.save().await {
+            Ok(_) => resp::ok(out),
+            Err(e) => resp::error(out, &e),
+        },
+        b"BGSAVE" => bgsave(shared, &args, out),
+        b"LASTSAVE" => resp::integer(out, store.saves.last_save.load(Ordering::Relaxed) as i64),
+        b"SHUTDOWN" => return shutdown(shared, &args, out).await,
+        b"INFO" => {
+            let text = info(shared, args.get(1).map(|s| &s[..])).await;
+            resp::bulk(out, text.as_bytes());
+        }
+        b"CONFIG" => config(shared, &args, out),
+        b"TIME" => {
+            let d = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            resp::array_header(out, 2);
+            resp::bulk(out, d.as_secs().to_string().as_bytes());
+            resp::bulk(out, d.subsec_micros().to_string().as_bytes());
+        }
+        b"COMMAND" => command(&args, out),
+        _ => unknown(out, &args),
+    }
+    Flow::Continue
+}
+
+/// `CONFIG GET pattern...` over the few parameters clients ask about; `CONFIG SET`,
+/// `RESETSTAT` and the rest are refused.
+fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
+    if !args[1].eq_ignore_ascii_case(b"GET") || args.len() < 3 {
+        if args[1].eq_ignore_ascii_case(b"GET") {
+            return wrong_args(out, b"config|get");
+        }
+        return resp::error(out, "ERR only CONFIG GET is supported");
+    }
+    let c = &shared.config;
+    let persist = c.persistence.as_ref();
+    let table: Vec<(&str, String)> = vec![
+        ("save", String::new()),
+        (
+            "appendonly",
+            if persist.is_some() { "yes" } else { "no" }.into(),
+        ),
+        (
+            "appendfsync",
+            persist.map_or("no", |p| fsync_name(p.fsync)).into(),
+        ),
+        (
+            "dir",
+            persist.map_or(String::new(), |p| p.dir.display().to_string()),
+        ),
+        ("databases", "1".into()),
+        ("maxclients", c.max_clients.to_string()),
+        (
+            "timeout",
+            c.idle_timeout.map_or(0, |t| t.as_secs()).to_string(),
+        ),
+        ("port", shared.port.to_string()),
+        ("bind", c.addr.ip().to_string()),
+        ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
+        ("maxmemory", "0".into()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("cluster-enabled", "no".into()),
+    ];
+    let mut hits: Vec<&(&str, String)> = Vec::new();
+    for pat in &args[2..] {
+        let pat = pat.to_ascii_lowercase();
+        for entry in &table {
+            if glob::matches(&pat, entry.0.as_bytes()) && !hits.iter().any(|h| h.0 == entry.0) {
+                hits.push(entry);
+            }
+        }
+    }
+    resp::array_header(out, hits.len() * 2);
+    for (k, v) in hits {
+        resp::bulk(out, k.as_bytes());
+        resp::bulk(out, v.as_bytes());
+    }
+}
+
+/// `INFO [section]`: server, clients, stats, persistence, keyspace, lockstats.
+async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -> String {
+    let want = |s: &str| {
+        section.is_none_or(|x| {
+            x.eq_ignore_ascii_case(s.as_bytes())
+                || x.eq_ignore_ascii_case(b"all")
+                || x.eq_ignore_ascii_case(b"everything")
+                || x.eq_ignore_ascii_case(b"default")
+        })
+    };
+    let st = &shared.stats;
+    let c = &shared.config;
+    let mut s = String::new();
+    if want("server") {
+        let _ = write!(
+            s,
+            "# Server\r\nredis_version:7.0.0\r\nkvserver_version:{}\r\nlock:{}\r\nshards:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nprocess_id:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            L::NAME,
+            shared.store.shard_count(),
+            shared.port,
+            shared.started.elapsed().as_secs(),
+            std::process::id(),
+        );
+    }
+    if want("clients") {
+        let _ = write!(
+            s,
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            st.connected.load(Ordering::Relaxed),
+            c.max_clients
+        );
+    }
+    if want("stats") {
+        let _ = write!(
+            s,
+            "# Stats\r\ntotal_connections_received:{}\r\nrejected_connections:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nprotocol_errors:{}\r\nexpired_keys:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            st.total_connections.load(Ordering::Relaxed),
+            st.rejected_connections.load(Ordering::Relaxed),
+            st.commands.load(Ordering::Relaxed),
+            st.protocol_errors.load(Ordering::Relaxed),
+            shared.store.expired_keys(),
+            st.output_limit_disconnections.load(Ordering::Relaxed),
+        );
+    }
+    if want("persistence") {
+        let _ = write!(s, "# Persistence\r\n");
+        match shared.store.log() {
+            Some(log) => {
+                let (size, base) = log.size_and_base().await;
+                let ls = log.stats();
+                let sv = &shared.store.saves;
+                let _ = write!(
+                    s,
+                    "rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_last_write_status:{}\r\naof_rollbacks:{}\r\n",
+                    sv.bgsave_in_progress.load(Ordering::Acquire) as u8,
+                    sv.last_save.load(Ordering::Relaxed),
+                    if sv.last_bgsave_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
+                    if log.writes_accepted() { "ok" } else { "err" },
+                    log.rollbacks(),
+                );
+                let _ = write!(
+                    s,
+                    "aof_enabled:1\r\naof_fsync:{}\r\naof_current_size:{size}\r\naof_base_snapshot:{base}\r\naof_records_written:{}\r\naof_bytes_written:{}\r\naof_batches_written:{}\r\naof_fsyncs:{}\r\naof_rewrites:{}\r\naof_write_errors:{}\r\naof_fsync_errors:{}\r\n\r\n",
+                    fsync_name(log.fsync_policy()),
+                    ls.records.load(Ordering::Relaxed),
+                    ls.bytes.load(Ordering::Relaxed),
+                    ls.batches.load(Ordering::Relaxed),
+                    ls.fsyncs.load(Ordering::Relaxed),
+                    ls.rewrites.load(Ordering::Relaxed),
+                    ls.write_errors.load(Ordering::Relaxed),
+                    ls.fsync_errors.load(Ordering::Relaxed),
+                );
+            }
+            None => s.push_str("aof_enabled:0\r\n\r\n"),
+        }
+    }
+    if want("keyspace") {
+        let ks = shared.store.keyspace().await;
+        let _ = write!(s, "# Keyspace\r\n");
+        if ks.keys > 0 {
+            let _ = write!(
+                s,
+                "db0:keys={},expires={},avg_ttl=0\r\n",
+                ks.keys, ks.expires
+            );
+        }
+        s.push_str("\r\n");
+    }
+    if want("lockstats") {
+        let _ = write!(s, "# Lockstats\r\nlock:{}\r\n", L::NAME);
+        for (i, text) in shared.store.lock_stats() {
+            for line in text.lines() {
+                let _ = write!(s, "shard{i}_{line}\r\n");
+            }
+        }
+        s.push_str("\r\n");
+    }
+    s
+}
+
+fn reply_spec(out: &mut Vec<u8>, s: &Spec) {
+    resp::array_header(out, 10);
+    resp::bulk(out, s.name.as_bytes());
+    resp::integer(out, s.arity as i64);
+    resp::array_header(out, s.flags.len());
+    for f in s.flags {
+        resp::simple(out, f);
+    }
+    resp::integer(out, s.first_key);
+    resp::integer(out, s.last_key);
+    resp::integer(out, s.step);
+    let cat = format!("@{}", s.group);
+    resp::array_header(out, 1);
+    resp::simple(out, &cat);
+    resp::array_header(out, 0); // tips
+    resp::array_header(out, 0); // key specs
+    resp::array_header(out, 0); // subcommands
+}
+
+fn reply_docs(out: &mut Vec<u8>, s: &Spec) {
+    resp::bulk(out, s.name.as_bytes());
+    resp::array_header(out, 8);
+    for (k, v) in [
+        ("summary", s.summary),
+        ("since", s.since),
+        ("group", s.group),
+        ("complexity", s.complexity),
+    ] {
+        resp::bulk(out, k.as_bytes());
+        resp::bulk(out, v.as_bytes());
+    }
+}
+
+fn unknown_subcommand(out: &mut Vec<u8>, args: &Args) {
+    resp::error(
+        out,
+        &format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(&args[1][..args[1].len().min(128)]),
+            String::from_utf8_lossy(&args[0]).to_uppercase()
+        ),
+    );
+}
+
+fn wrong_sub_args(out: &mut Vec<u8>, args: &Args) {
+    resp::error(
+        out,
+        &format!(
+            "ERR wrong number of arguments for '{}|{}' command",
+            String::from_utf8_lossy(&args[0]).to_lowercase(),
+            String::from_utf8_lossy(&args[1]).to_lowercase()
+        ),
+    );
+}
+
+/// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS`.
+fn command(args: &Args, out: &mut Vec<u8>) {
+    if args.len() == 1 {
+        resp::array_header(out, COMMANDS.len());
+        for s in COMMANDS {
+            reply_spec(out, s);
+        }
+        return;
+    }
+    let sub = args[1].to_ascii_uppercase();
+    match &sub[..] {
+        b"COUNT" if args.len() == 2 => resp::integer(out, COMMANDS.len() as i64),
+        b"LIST" if args.len() == 2 => {
+            resp::array_header(out, COMMANDS.len());
+            for s in COMMANDS {
+                resp::bulk(out, s.name.as_bytes());
+            }
+        }
+        b"INFO" => {
+            if args.len() == 2 {
+                return command(&vec![args[0].clone()], out);
+            }
+            resp::array_header(out, args.len() - 2);
+            for a in &args[2..] {
+                match spec(&a.to_ascii_uppercase()) {
+                    Some(s) => reply_spec(out, s),
+                    None => resp::null(out),
+                }
+            }
+        }
+        b"DOCS" => {
+            let found: Vec<&Spec> = if args.len() == 2 {
+                COMMANDS.iter().collect()
+            } else {
+                args[2..]
+                    .iter()
+                    .filter_map(|a| spec(&a.to_ascii_uppercase()))
+                    .collect()
+            };
+            resp::array_header(out, 2 * found.len());
+            for s in found {
+                reply_docs(out, s);
+            }
+        }
+        b"COUNT" | b"LIST" => wrong_sub_args(out, args),
+        _ => unknown_subcommand(out, args),
+    }
+}
+
+/// `CLIENT ID|GETNAME|SETNAME|LIST|INFO|SETINFO`.
+fn client_cmd<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    client: &ClientInfo,
+    args: &Args,
+    out: &mut Vec<u8>,
+) {
+    let sub = args[1].to_ascii_uppercase();
+    let n = args.len();
+    match &sub[..] {
+        b"ID" if n == 2 => resp::integer(out, client.id as i64),
+        b"GETNAME" if n == 2 => {
+            let name = client.name();
+            if name.is_empty() {
+                resp::null(out)
+            } else {
+                resp::bulk(out, &name)
+            }
+        }
+        b"SETNAME" if n == 3 => {
+            if args[2].iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                return resp::error(
+                    out,
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            client.set_name(&args[2]);
+            resp::ok(out)
+        }
+        b"SETINFO" if n == 4 => resp::ok(out),
+        b"LIST" => {
+            let mut i = 2;
+            let mut only: Option<Vec<u64>> = None;
+            while i < n {
+                let opt = args[i].to_ascii_uppercase();
+                match &opt[..] {
+                    b"TYPE" if i + 1 < n => {
+                        let t = args[i + 1].to_ascii_lowercase();
+                        if !matches!(&t[..], b"normal" | b"master" | b"replica" | b"pubsub") {
+                            return resp::error(
+                                out,
+                                &format!(
+                                    "ERR Unknown client type '{}'",
+                                    String::from_utf8_lossy(&args[i + 1])
+                                ),
+                            );
+                        }
+                        if t != b"normal" {
+                            only = Some(Vec::new());
+                        }
+                        i += 2;
+                    }
+                    b"ID" if i + 1 < n => {
+                        let mut ids = Vec::new();
+                        for a in &args[i + 1..] {
+                            match parse_int(a) {
+                                Some(v) if v > 0 => ids.push(v as u64),
+                                _ => return resp::error(out, "ERR Invalid client ID"),
+                            }
+                        }
+                        only = Some(ids);
+                        i = n;
+                    }
+                    _ => return resp::error(out, SYNTAX),
+                }
+            }
+            let mut text = String::new();
+            for c in shared.clients() {
+                if only.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
+                    text.push_str(&c.describe(shared.started));
+                    text.push('\n');
+                }
+            }
+            resp::bulk(out, text.as_bytes());
+        }
+        b"INFO" if n == 2 => {
+            let mut text = client.describe(shared.started);
+            text.push('\n');
+            resp::bulk(out, text.as_bytes());
+        }
+        b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => wrong_sub_args(out, args),
+        _ => unknown_subcommand(out, args),
+    }
+}
+
+/// `BGSAVE [SCHEDULE]`: the `SAVE` in a task of its own (shard read locks one at a time,
+/// writers to that shard queue meanwhile); `INFO persistence` shows its progress and outcome.
+fn bgsave<L: ShardLock<Shard>>(shared: &Arc<Shared<L>>, args: &Args, out: &mut Vec<u8>) {
+    let schedule = match args.len() {
+        1 => false,
+        2 if args[1].eq_ignore_ascii_case(b"SCHEDULE") => true,
+        _ => return resp::error(out, SYNTAX),
+    };
+    if shared.store.log().is_none() {
+        return resp::error(out, "ERR persistence is disabled (--appendonly no)");
+    }
+    let saves = &shared.store.saves;
+    if saves
+        .bgsave_in_progress
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        if schedule {
+            return resp::simple(out, "Background saving scheduled");
+        }
+        return resp::error(out, "ERR Background save already in progress");
+    }
+    let sh = shared.clone();
+    tokio::spawn(async move {
+        let r = sh.store.save().await;
+        if let Err(e) = &r {
+            eprintln!("kvserver: BGSAVE failed: {e}");
+        }
+        let saves = &sh.store.saves;
+        saves.last_bgsave_ok.store(r.is_ok(), Ordering::Relaxed);
+        saves.bgsave_in_progress.store(false, Ordering::Release);
+    });
+    resp::simple(out, "Background saving started")
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: a graceful shutdown (the log is flushed
+/// and fsynced whatever the options); `SAVE` takes a snapshot first, and its failure cancels
+/// the shutdown unless `FORCE` is given. Replies nothing when it goes ahead (the connection
+/// closes), as Redis does.
+async fn shutdown<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) -> Flow {
+    let (mut save, mut nosave, mut force, mut abort, mut now) = (false, false, false, false, false);
+    for a in &args[1..] {
+        match &a.to_ascii_uppercase()[..] {
+            b"SAVE" => save = true,
+            b"NOSAVE" => nosave = true,
+            b"FORCE" => force = true,
+            b"ABORT" => abort = true,
+            b"NOW" => now = true,
+            _ => {
+                resp::error(out, SYNTAX);
+                return Flow::Continue;
+            }
+        }
+    }
+    if (abort && (save || nosave || force || now)) || (save && nosave) {
+        resp::error(out, SYNTAX);
+        return Flow::Continue;
+    }
+    if abort {
+        resp::error(out, "ERR No shutdown in progress.");
+        return Flow::Continue;
+    }
+    if save && shared.store.log().is_some() {
+        if let Err(e) = shared.store.save().await {
+            eprintln!("kvserver: SHUTDOWN SAVE: {e}");
+            if !force {
+                resp::error(out, "ERR Errors trying to SHUTDOWN. Check logs.");
+                return Flow::Continue;
+            }
+        }
+    }
+    shared.request_shutdown();
+    Flow::Close
+}

@@ -1,0 +1,162 @@
+//! What the connections and the commands share: the server's [`Config`], its counters, the
+//! [`Shared`] state every connection holds and each client's [`ClientInfo`]. Both
+//! [`crate::server`] (the TCP side) and [`crate::commands`] use it, and `commands` never uses
+//! `server`: the dependency goes one way (server -> commands -> shared -> store).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::aof::Fsync;
+use crate::lock::LockKind;
+use crate::resp::Limits;
+use crate::store::{Persistence, Store};
+
+/// Everything the server can be told.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where to listen (the CLI only allows loopback addresses).
+    pub addr: SocketAddr,
+    pub lock: LockKind,
+    pub shards: usize,
+    /// `None`: no persistence (`--appendonly no`).
+    pub persistence: Option<Persistence>,
+    pub limits: Limits,
+    pub max_clients: usize,
+    /// Unsent replies a client may have before the server stops reading its requests; a
+    /// client over it for `output_buffer_grace` without taking any reply is disconnected
+    /// (Redis' `client-output-buffer-limit`). 0: no limit.
+    pub output_buffer_limit: usize,
+    pub output_buffer_grace: Duration,
+    /// Close connections idle (no request, or a reply not taken) this long; `None`: never.
+    pub idle_timeout: Option<Duration>,
+    /// How long shutdown waits for connections to finish their requests.
+    pub shutdown_timeout: Duration,
+    /// How often the expiry sweep runs.
+    pub sweep_interval: Duration,
+    /// Print nothing but errors.
+    pub quiet: bool,
+}
+
+impl Config {
+    /// Defaults for a server on `addr` without persistence.
+    pub fn new(addr: SocketAddr) -> Config {
+        Config {
+            addr,
+            lock: LockKind::Tokio,
+            shards: DEFAULT_SHARDS,
+            persistence: None,
+            limits: Limits::default(),
+            max_clients: 10_000,
+            output_buffer_limit: DEFAULT_OUTPUT_BUFFER_LIMIT,
+            output_buffer_grace: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(300)),
+            shutdown_timeout: Duration::from_secs(10),
+            sweep_interval: Duration::from_millis(100),
+            quiet: false,
+        }
+    }
+}
+
+/// Default of [`Config::output_buffer_limit`].
+pub const DEFAULT_OUTPUT_BUFFER_LIMIT: usize = 256 << 20;
+
+/// Shard count when `--shards` is not given (see the README for the measurement).
+pub const DEFAULT_SHARDS: usize = 4;
+
+/// Server-wide counters for `INFO`.
+#[derive(Default)]
+pub struct Stats {
+    pub connected: AtomicUsize,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    /// Clients cut off for not taking their replies (`output_buffer_limit`).
+    pub output_limit_disconnections: AtomicU64,
+    pub commands: AtomicU64,
+    pub protocol_errors: AtomicU64,
+}
+
+/// What every connection shares.
+pub struct Shared<L> {
+    pub store: Store<L>,
+    pub config: Config,
+    pub stats: Stats,
+    pub started: Instant,
+    pub port: u16,
+    pub(crate) clients: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<ClientInfo>>>,
+    pub(crate) next_client_id: AtomicU64,
+    /// Set by `SHUTDOWN`.
+    pub(crate) shutdown_requested: tokio::sync::Notify,
+}
+
+impl<L> Shared<L> {
+    /// Every connected client, by id.
+    pub fn clients(&self) -> Vec<Arc<ClientInfo>> {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Asks the server to shut down gracefully (`SHUTDOWN`).
+    pub fn request_shutdown(&self) {
+        self.shutdown_requested.notify_one();
+    }
+}
+
+/// What `CLIENT LIST` shows about a connection.
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub fd: i32,
+    pub(crate) name: std::sync::Mutex<Vec<u8>>,
+    pub(crate) created: Instant,
+    /// Milliseconds since the server started, at the last command.
+    pub(crate) last_active_ms: AtomicU64,
+    /// Bytes of replies not taken by the client yet.
+    pub out_bytes: AtomicUsize,
+    /// Bytes of requests read and not parsed yet.
+    pub in_bytes: AtomicUsize,
+}
+
+impl ClientInfo {
+    pub fn name(&self) -> Vec<u8> {
+        self.name.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_name(&self, name: &[u8]) {
+        *self.name.lock().unwrap_or_else(|e| e.into_inner()) = name.to_vec();
+    }
+
+    /// One `CLIENT LIST` line (Redis 7.0's fields; those that have no meaning here are given
+    /// their idle values).
+    pub fn describe(&self, started: Instant) -> String {
+        let now_ms = started.elapsed().as_millis() as u64;
+        let idle = now_ms.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
+        let omem = self.out_bytes.load(Ordering::Relaxed);
+        let qbuf = self.in_bytes.load(Ordering::Relaxed);
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd=NULL user=default redir=-1 resp=2",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            String::from_utf8_lossy(&self.name()),
+            self.created.elapsed().as_secs(),
+            omem + qbuf,
+        )
+    }
+}
+
+/// The name of an `appendfsync` policy, as `CONFIG GET` and `INFO` print it.
+pub fn fsync_name(f: Fsync) -> &'static str {
+    match f {
+        Fsync::Always => "always",
+        Fsync::Everysec => "everysec",
+        Fsync::No => "no",
+    }
+}
