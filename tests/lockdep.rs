@@ -11,13 +11,12 @@
 // The holders are tokio tasks: the feature `tokio` too.
 #![cfg(all(feature = "lockdep", feature = "tokio"))]
 
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use async_rwsem::lockdep::{self, Mode, Report};
+use async_rwsem::lockdep::{self, Mode};
 use async_rwsem::{
     OwnedRwLockUpgradableReadGuard, OwnedRwLockWriteGuard, RwLock, RwLockUpgradableReadGuard,
     RwLockWriteGuard,
@@ -25,35 +24,7 @@ use async_rwsem::{
 
 mod support;
 use support::assert_idle;
-
-/// Every report a panic, whatever `ASYNC_RWSEM_LOCKDEP` says (a run may set it to `off`,
-/// as a suite that takes reported orders on purpose can). Every test calls it first; they
-/// all set the same report.
-fn setup() {
-    lockdep::set_report(Report::Panic);
-}
-
-/// A lock of the class `name`, shareable with spawned tasks.
-fn lock(name: &'static str) -> Arc<RwLock<u32>> {
-    Arc::new(RwLock::new(0).with_lockdep_class(name))
-}
-
-/// The report a panic carried.
-fn message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(message) => *message,
-        Err(payload) => panic!("not a lockdep report: {:?}", payload.downcast_ref::<&str>()),
-    }
-}
-
-/// Runs `task` as a tokio task and returns its report (its panic's message).
-async fn report_of<F>(task: F) -> String
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    let error = tokio::spawn(task).await.expect_err("no lockdep report");
-    message(error.into_panic())
-}
+use support::lockdep::{lock, message, report_of, setup};
 
 /// `file:line:` of a line of this file, as a report writes a location.
 fn at(line: u32) -> String {

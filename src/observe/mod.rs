@@ -41,7 +41,7 @@ pub mod lock_stat;
 pub mod lockdep;
 
 use std::future::Future;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use crate::raw::list::WaiterKind;
 use crate::raw::RawRwLock;
@@ -155,12 +155,30 @@ pub(crate) struct Held {
     lock_stat: crate::lock_stat::HoldStat,
 }
 
+/// What an acquire's announcement ([`acquiring`]) leaves for the acquire future that
+/// follows it outside a poll (a borrowed upgrade: [`AsyncOp::adopt`]): lockdep's
+/// suspicion of a wait for a lock of its own task. Zero-sized without `lockdep`; the
+/// other acquires drop it.
+#[derive(Debug)]
+pub(crate) struct Announced {
+    #[cfg(feature = "lockdep")]
+    lockdep: crate::lockdep::Suspicion,
+}
+
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
 #[inline]
-pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: Attempt) {
+pub(crate) fn acquiring(
+    raw: &RawRwLock,
+    kind: WaiterKind,
+    site: Site,
+    attempt: Attempt,
+) -> Announced {
     // Lockdep's report may panic: nothing is held for this acquire yet.
     #[cfg(feature = "lockdep")]
-    crate::lockdep::acquiring(raw, kind, site.location(), attempt);
+    let lockdep =
+        crate::lockdep::acquiring(&raw.observe.lockdep, kind, site.location(), attempt, || {
+            raw.writer_queued()
+        });
     // tokio-console's resource span, made at the lock's first acquire (its constructors
     // are `const`): a panic leaves it unmade, with nothing held.
     #[cfg(all(tokio_unstable, feature = "tracing"))]
@@ -171,6 +189,10 @@ pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: 
     if attempt != Attempt::Try {
         crate::lock_stat::acquiring(std::ptr::from_ref(raw).cast(), site.location());
     }
+    Announced {
+        #[cfg(feature = "lockdep")]
+        lockdep,
+    }
 }
 
 /// The lock of `raw` is now owned in mode `kind`, taken from `site`: the state its token
@@ -179,7 +201,7 @@ pub(crate) fn acquiring(raw: &RawRwLock, kind: WaiterKind, site: Site, attempt: 
 pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
     Held {
         #[cfg(feature = "lockdep")]
-        lockdep: crate::lockdep::acquired(raw, kind, site.location()),
+        lockdep: crate::lockdep::acquired(&raw.observe.lockdep, kind, site.location()),
         #[cfg(feature = "lock_stat")]
         lock_stat: raw.observe.lock_stat.acquired(
             std::ptr::from_ref(raw).cast(),
@@ -229,7 +251,7 @@ pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
     // first: their records need no foreign code (a panicking console update would
     // otherwise skip them).
     #[cfg(feature = "lockdep")]
-    crate::lockdep::released(held.lockdep);
+    crate::lockdep::released(&raw.observe.lockdep, held.lockdep);
     #[cfg(feature = "lock_stat")]
     let held_ns = raw.observe.lock_stat.released(kind, &held.lock_stat);
     #[cfg(all(tokio_unstable, feature = "tracing"))]
@@ -319,15 +341,18 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// An async acquire as tokio-console sees it, under
-/// `cfg(all(tokio_unstable, feature = "tracing"))`: an async operation of the lock's
-/// resource (`crate::observe::console::OpSpans`), made with the acquire future, entered at each of
-/// its polls. Zero-sized, and [`wrap`](Self::wrap) and [`poll`](Self::poll) the identity,
-/// otherwise.
+/// An async acquire as its observers follow it: under
+/// `cfg(all(tokio_unstable, feature = "tracing"))`, an async operation of the lock's
+/// resource for tokio-console (`console::OpSpans`), made with the acquire future, entered
+/// at each of its polls; under `lockdep`, its context (the waker it is polled with) and
+/// the watch of a wait for a lock of its own task ([`lockdep::Watch`]). Zero-sized, and
+/// [`wrap`](Self::wrap) and [`poll`](Self::poll) the identity, otherwise.
 #[derive(Debug)]
 pub(crate) struct AsyncOp {
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     console: crate::observe::console::OpSpans,
+    #[cfg(feature = "lockdep")]
+    lockdep: crate::lockdep::Watch,
 }
 
 impl AsyncOp {
@@ -340,36 +365,84 @@ impl AsyncOp {
         Self {
             #[cfg(all(tokio_unstable, feature = "tracing"))]
             console: crate::observe::console::OpSpans::new(raw, kind, source),
+            #[cfg(feature = "lockdep")]
+            lockdep: crate::lockdep::Watch::default(),
+        }
+    }
+
+    /// Takes what the acquire's announcement found, made outside a poll (a borrowed
+    /// upgrade's).
+    #[inline]
+    pub(crate) fn adopt(&mut self, announced: Announced) {
+        #[cfg(feature = "lockdep")]
+        {
+            self.lockdep = crate::lockdep::Watch::adopting(announced.lockdep);
         }
     }
 
     /// `acquire`, the future of the acquire, under this operation.
-    #[cfg(all(tokio_unstable, feature = "tracing"))]
     #[inline]
     pub(crate) fn wrap<F: Future>(self, acquire: F) -> impl Future<Output = F::Output> {
-        crate::observe::console::Instrumented::new(self.console, acquire)
-    }
-
-    /// `acquire`, the future of the acquire, under this operation.
-    #[cfg(not(all(tokio_unstable, feature = "tracing")))]
-    #[inline]
-    pub(crate) fn wrap<F: Future>(self, acquire: F) -> impl Future<Output = F::Output> {
+        #[cfg(all(tokio_unstable, feature = "tracing"))]
+        let acquire = crate::observe::console::Instrumented::new(self.console, acquire);
+        #[cfg(feature = "lockdep")]
+        let acquire = Watched {
+            watch: self.lockdep,
+            acquire,
+        };
         acquire
     }
 
     /// One poll of the acquire, `poll`, under this operation (for a named future, which
     /// cannot be wrapped).
-    #[cfg(all(tokio_unstable, feature = "tracing"))]
     #[inline]
-    pub(crate) fn poll<T>(&self, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
-        self.console.poll(poll)
+    pub(crate) fn poll<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        #[cfg(all(tokio_unstable, feature = "tracing"))]
+        let poll = {
+            let console = &self.console;
+            move |cx: &mut Context<'_>| console.poll(|| poll(cx))
+        };
+        #[cfg(feature = "lockdep")]
+        return self.lockdep.poll(cx, poll);
+        #[cfg(not(feature = "lockdep"))]
+        poll(cx)
     }
+}
 
-    /// One poll of the acquire, `poll`, under this operation (for a named future, which
-    /// cannot be wrapped).
-    #[cfg(not(all(tokio_unstable, feature = "tracing")))]
+/// An async acquire's future under lockdep's [`Watch`](crate::lockdep::Watch).
+#[cfg(feature = "lockdep")]
+#[derive(Debug)]
+struct Watched<F> {
+    watch: crate::lockdep::Watch,
+    /// Structurally pinned.
+    acquire: F,
+}
+
+#[cfg(feature = "lockdep")]
+impl<F: Future> Future for Watched<F> {
+    type Output = F::Output;
+
     #[inline]
-    pub(crate) fn poll<T>(&self, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
-        poll()
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `acquire` is structurally pinned: never moved out of, reached only
+        // through this projection; `watch` is not pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above.
+        let acquire = unsafe { std::pin::Pin::new_unchecked(&mut this.acquire) };
+        this.watch.poll(cx, |cx| acquire.poll(cx))
     }
+}
+
+/// Runs `f`, the polls of a blocking acquire: under `lockdep`, its acquires are the
+/// thread's own (no context: they block every future the thread runs).
+#[inline]
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(feature = "lockdep")]
+    return crate::lockdep::blocking(f);
+    #[cfg(not(feature = "lockdep"))]
+    f()
 }

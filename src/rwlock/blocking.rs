@@ -77,7 +77,8 @@ pub(super) fn poll_until<F: Future + ?Sized>(
         .unwrap_or_else(|_| thread_waker());
     let mut cx = Context::from_waker(&waker);
     loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+        // Lockdep charges what this thread blocks for to the thread, not to a future.
+        if let Poll::Ready(output) = crate::observe::blocking(|| future.as_mut().poll(&mut cx)) {
             return Some(output);
         }
         match deadline {

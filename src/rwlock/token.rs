@@ -372,9 +372,10 @@ impl<'a> BorrowedToken<'a, Upgradable> {
     #[inline]
     pub(crate) fn upgrade(self, site: Site) -> Upgrading<'a> {
         // While the token exists: a panic in the observer releases the lock.
-        observe::acquiring(self.lock, WaiterKind::Write, site, Attempt::Upgrade);
+        let announced = observe::acquiring(self.lock, WaiterKind::Write, site, Attempt::Upgrade);
         let source = "RwLockUpgradableReadGuard::upgrade";
-        let op = observe::AsyncOp::new(self.lock, WaiterKind::Write, source);
+        let mut op = observe::AsyncOp::new(self.lock, WaiterKind::Write, source);
+        op.adopt(announced);
         let (lock, held) = self.into_parts();
         Upgrading {
             lock,
@@ -434,7 +435,7 @@ impl<'a> Future for Upgrading<'a> {
         // SAFETY: as above.
         let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
         let (lock, held) = (this.lock, &mut this.held);
-        this.op.poll(|| {
+        this.op.poll(cx, |cx| {
             if acquire.poll(cx).is_pending() {
                 return Poll::Pending;
             }

@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use async_rwsem::RwLock;
 
+#[cfg(all(feature = "lockdep", feature = "tokio"))]
+pub mod lockdep;
+
 /// Is the lock idle: unlocked, nobody queued, no bias or flag left in the count word?
 ///
 /// `try_write` is one compare-and-swap from the idle value 0, so it succeeds exactly when

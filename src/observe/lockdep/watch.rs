@@ -1,0 +1,275 @@
+//! Waits for a lock the waiting future's own task may hold: reported once they last.
+//!
+//! A future that acquires a lock its task (its holder, see [`super::holders`]) holds may
+//! be the holder itself, which then waits forever, or a sibling of the future that holds
+//! it (`join!`, `select!`), which gets the lock once that one moves on. Lockdep cannot
+//! tell them apart when the acquire starts, so it reports neither then: if the acquire
+//! has to wait, it is watched, and reported if it still waits [`deadlock_timeout`] later
+//! while the hold it conflicts with is still there. A thread (`lockdep-watchdog`,
+//! started at the first such wait) keeps the deadlines. Under [`Report::Panic`] it wakes
+//! the waiting future, which panics at that poll (dropping the acquire, as any
+//! cancellation); other reports are made from the watchdog's thread.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::holders::{self, Owner};
+use super::{deliver, report, Report};
+
+/// The default of [`deadlock_timeout`].
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// [`deadlock_timeout`] in nanoseconds; 0: the default.
+static TIMEOUT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Sets how long an async acquire may wait for a lock its own task holds before it is
+/// reported as a deadlock (1 s by default), for the whole process, from the next wait
+/// on. See the module documentation's *Futures inside one task*.
+///
+/// ```
+/// use std::time::Duration;
+/// use async_rwsem::lockdep;
+///
+/// lockdep::set_deadlock_timeout(Duration::from_millis(250));
+/// assert_eq!(lockdep::deadlock_timeout(), Duration::from_millis(250));
+/// # lockdep::set_deadlock_timeout(Duration::from_secs(1));
+/// ```
+pub fn set_deadlock_timeout(timeout: Duration) {
+    let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX).max(1);
+    TIMEOUT_NS.store(ns, Relaxed);
+}
+
+/// How long an async acquire may wait for a lock its own task holds before it is
+/// reported: what [`set_deadlock_timeout`] set last, else 1 s.
+pub fn deadlock_timeout() -> Duration {
+    match TIMEOUT_NS.load(Relaxed) {
+        0 => DEFAULT_TIMEOUT,
+        ns => Duration::from_nanos(ns),
+    }
+}
+
+/// A suspect's state.
+const WAITING: u8 = 0;
+/// Confirmed, its report to be made by its future (a panic).
+const CONFIRMED: u8 = 1;
+/// Done: acquired, dropped, reported, or its hold released.
+const DONE: u8 = 2;
+
+/// An acquire of a lock its holder's task holds: what to check, and the report.
+#[derive(Debug)]
+pub(crate) struct Suspect {
+    /// The conflicting hold: its owner, entry and lock numbers.
+    owner: Owner,
+    entry: u64,
+    lock: u64,
+    /// The report, with `{waited}` where the wait goes.
+    message: String,
+    state: AtomicU8,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Suspect {
+    pub(super) fn new(owner: Owner, entry: u64, lock: u64, message: String) -> Self {
+        Self {
+            owner,
+            entry,
+            lock,
+            message,
+            state: AtomicU8::new(WAITING),
+            waker: Mutex::new(None),
+        }
+    }
+
+    fn message(&self, waited: Duration) -> String {
+        self.message.replace("{waited}", &format!("{waited:?}"))
+    }
+}
+
+thread_local! {
+    /// The suspect the acquire being polled on this thread found (see [`Watch::poll`]).
+    static PENDING: std::cell::RefCell<Option<Suspect>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Hands `suspect` to the poll in progress ([`Watch::poll`] takes it).
+pub(super) fn set_pending(suspect: Suspect) {
+    let _ = PENDING.try_with(|pending| *pending.borrow_mut() = Some(suspect));
+}
+
+fn take_pending() -> Option<Suspect> {
+    PENDING
+        .try_with(|pending| pending.borrow_mut().take())
+        .ok()
+        .flatten()
+}
+
+/// What lockdep keeps in an async acquire future (feature `lockdep`): its suspect, if
+/// its announcement found one, and whether the watchdog has it.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    suspect: Option<Arc<Suspect>>,
+    watched: bool,
+}
+
+impl Watch {
+    /// The state of an acquire that has announced itself outside a poll (a borrowed
+    /// upgrade), with what its announcement found.
+    pub(crate) fn adopting(suspect: Option<Suspect>) -> Self {
+        Self {
+            suspect: suspect.map(Arc::new),
+            watched: false,
+        }
+    }
+
+    /// One poll of the acquire, `poll`, in the context of the waker of `cx`: reports a
+    /// confirmed deadlock (panics), and watches a suspect acquire that waits.
+    pub(crate) fn poll<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        if let Some(suspect) = &self.suspect {
+            if suspect.state.load(Relaxed) == CONFIRMED {
+                let message = suspect.message(deadlock_timeout());
+                suspect.state.store(DONE, Relaxed);
+                self.suspect = None;
+                deliver(Report::Panic, &message);
+            }
+        }
+        drop(take_pending());
+        let waker = cx.waker().data() as usize;
+        let result = holders::polling(waker, || poll(cx));
+        if let Some(suspect) = take_pending() {
+            self.suspect = Some(Arc::new(suspect));
+        }
+        if let Some(suspect) = &self.suspect {
+            if result.is_pending() {
+                let mut slot = suspect.waker.lock().unwrap_or_else(PoisonError::into_inner);
+                match &mut *slot {
+                    Some(old) if old.will_wake(cx.waker()) => {}
+                    slot => *slot = Some(cx.waker().clone()),
+                }
+                drop(slot);
+                if !self.watched {
+                    self.watched = true;
+                    watch(Arc::clone(suspect));
+                }
+            } else {
+                suspect.state.store(DONE, Relaxed);
+                self.suspect = None;
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(suspect) = self.suspect.take() {
+            suspect.state.store(DONE, Relaxed);
+        }
+    }
+}
+
+/// The suspects the watchdog has, with their deadlines.
+type Watched = Mutex<Vec<(Instant, Arc<Suspect>)>>;
+
+/// The watchdog's list, and the condition variable that tells it of a new suspect.
+static WATCHED: LazyLock<(Watched, Condvar)> = LazyLock::new(|| {
+    let started = std::thread::Builder::new()
+        .name("lockdep-watchdog".into())
+        .spawn(watchdog);
+    if started.is_err() {
+        let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"async-rwsem lockdep: no watchdog thread: waits for a lock the task holds are not reported\n",
+            );
+    }
+    (Mutex::new(Vec::new()), Condvar::new())
+});
+
+fn watch(suspect: Arc<Suspect>) {
+    let (list, wake) = &*WATCHED;
+    let deadline = Instant::now() + deadlock_timeout();
+    list.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((deadline, suspect));
+    wake.notify_one();
+}
+
+/// The watchdog thread: at each deadline, reports the suspects still waiting while
+/// their conflicting hold is still held.
+fn watchdog() {
+    let (list, wake) = &*WATCHED;
+    let mut watched = list.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        watched.retain(|(deadline, suspect)| {
+            if suspect.state.load(Relaxed) != WAITING {
+                return false;
+            }
+            if *deadline <= now {
+                due.push(Arc::clone(suspect));
+                return false;
+            }
+            true
+        });
+        let next = watched.iter().map(|(deadline, _)| *deadline).min();
+        drop(watched);
+        for suspect in due {
+            confirm(&suspect);
+        }
+        watched = list.lock().unwrap_or_else(PoisonError::into_inner);
+        watched = match next {
+            Some(next) => {
+                let wait = next.saturating_duration_since(Instant::now());
+                wake.wait_timeout(watched, wait)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None if watched.is_empty() => {
+                wake.wait(watched).unwrap_or_else(PoisonError::into_inner)
+            }
+            None => watched,
+        };
+    }
+}
+
+/// A suspect's deadline passed: reports it if its conflicting hold is still held.
+fn confirm(suspect: &Suspect) {
+    if !holders::holds(suspect.owner, suspect.entry, suspect.lock) {
+        suspect.state.store(DONE, Relaxed);
+        return;
+    }
+    match report() {
+        Report::Off => suspect.state.store(DONE, Relaxed),
+        Report::Panic => {
+            if suspect
+                .state
+                .compare_exchange(WAITING, CONFIRMED, Relaxed, Relaxed)
+                .is_ok()
+            {
+                let waker = suspect
+                    .waker
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                if let Some(waker) = waker {
+                    // Foreign code: the watchdog outlives its panic.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake()));
+                }
+            }
+        }
+        other => {
+            if suspect
+                .state
+                .compare_exchange(WAITING, DONE, Relaxed, Relaxed)
+                .is_ok()
+            {
+                deliver(other, &suspect.message(deadlock_timeout()));
+            }
+        }
+    }
+}

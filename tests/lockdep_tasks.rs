@@ -1,0 +1,338 @@
+//! Lockdep and the futures one task runs at once (`join!`, `select!`,
+//! `FuturesUnordered`, `buffer_unordered`): the idioms that cannot deadlock are not
+//! reported, the deadlocks among them are, and an upgrade is ordered as a write.
+//!
+//! Every test sets the report to a panic and the deadlock timeout to
+//! [`DEADLOCK_TIMEOUT`]; the holds of the tests that expect no report last a few
+//! milliseconds, a small fraction of it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_rwsem::lockdep;
+use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
+use futures::stream::{self, FuturesUnordered, StreamExt};
+use tokio::time::sleep;
+
+mod support;
+use support::assert_idle;
+use support::lockdep::{lock, report_of, setup, silent, DEADLOCK_TIMEOUT};
+
+/// How long the holds of the idioms last: a few ms, far below [`DEADLOCK_TIMEOUT`].
+const HOLD: Duration = Duration::from_millis(5);
+
+// ---------------------------------------------------------------------------------------
+// The idioms: no report.
+
+#[tokio::test]
+async fn join_of_a_writer_holding_across_a_sleep_and_a_reader_is_silent() {
+    setup();
+    let l = lock("join: writer, reader");
+    let l2 = Arc::clone(&l);
+    silent(async move {
+        let writer = async {
+            let mut w = l2.write().await;
+            sleep(HOLD).await;
+            *w += 1;
+        };
+        let reader = async {
+            tokio::task::yield_now().await;
+            assert_eq!(*l2.read().await, 1);
+        };
+        tokio::join!(writer, reader);
+    })
+    .await;
+    assert_idle(&l);
+}
+
+#[tokio::test]
+async fn join_of_two_holders_then_one_ordered_acquire_is_silent() {
+    setup();
+    let (a, b) = (lock("join order: a"), lock("join order: b"));
+    let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+    silent(async move {
+        // The first polled holds b while the second acquires a: not an order.
+        tokio::join!(
+            async {
+                let _b = b2.write().await;
+                sleep(HOLD).await;
+            },
+            async {
+                let _a = a2.write().await;
+                sleep(HOLD).await;
+            }
+        );
+        let _a = a2.write().await;
+        let _b = b2.write().await;
+    })
+    .await;
+    assert_idle(&a);
+    assert_idle(&b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn futures_unordered_jobs_writing_one_lock_are_silent() {
+    setup();
+    let l = lock("futures unordered: jobs");
+    let l2 = Arc::clone(&l);
+    silent(async move {
+        let jobs: FuturesUnordered<_> = (0..8)
+            .map(|_| {
+                let l = Arc::clone(&l2);
+                async move {
+                    let mut w = l.write().await;
+                    sleep(Duration::from_millis(1)).await;
+                    *w += 1;
+                }
+            })
+            .collect();
+        jobs.collect::<Vec<()>>().await;
+    })
+    .await;
+    assert_eq!(*l.read().await, 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buffer_unordered_requests_on_one_cache_are_silent() {
+    setup();
+    let cache = lock("buffer unordered: cache");
+    let cache2 = Arc::clone(&cache);
+    silent(async move {
+        let served: Vec<u32> = stream::iter(0..32u32)
+            .map(|request| {
+                let cache = Arc::clone(&cache2);
+                async move {
+                    if request % 4 == 0 {
+                        let mut entry = cache.write().await;
+                        sleep(Duration::from_millis(1)).await;
+                        *entry += 1;
+                    } else {
+                        let entry = cache.read().await;
+                        sleep(Duration::from_millis(1)).await;
+                        let _ = *entry;
+                    }
+                    request
+                }
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        assert_eq!(served.len(), 32);
+    })
+    .await;
+    assert_eq!(*cache.read().await, 8);
+}
+
+#[tokio::test]
+async fn a_select_loop_whose_branches_hold_and_read_one_lock_is_silent() {
+    setup();
+    let l = lock("select: loop");
+    let l2 = Arc::clone(&l);
+    silent(async move {
+        let mut reads = 0;
+        let mut writes = 0;
+        while reads + writes < 6 {
+            tokio::select! {
+                biased;
+                () = async {
+                    let mut w = l2.write().await;
+                    sleep(HOLD).await;
+                    *w += 1;
+                } => writes += 1,
+                value = async { *l2.read().await } => {
+                    assert!(value <= 6);
+                    reads += 1;
+                }
+            }
+        }
+    })
+    .await;
+    assert_idle(&l);
+}
+
+#[tokio::test]
+async fn join_of_two_writers_of_one_lock_is_silent() {
+    setup();
+    let l = lock("join: writers");
+    let l2 = Arc::clone(&l);
+    silent(async move {
+        let one = async {
+            let mut w = l2.write().await;
+            sleep(HOLD).await;
+            *w += 1;
+        };
+        let two = async {
+            let mut w = l2.write().await;
+            *w += 1;
+        };
+        tokio::join!(one, two);
+        assert_eq!(*l2.read().await, 2);
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// The deadlocks among them: reported.
+
+#[tokio::test]
+async fn a_write_after_a_read_in_one_future_is_reported_once_it_has_waited() {
+    setup();
+    let l = lock("one future: read, write");
+    let l2 = Arc::clone(&l);
+    let line = line!() + 3;
+    let report = report_of(async move {
+        let _r = l2.read().await;
+        let _w = l2.write().await;
+    })
+    .await;
+    assert!(
+        report.contains("deadlock: recursive acquire of one lock"),
+        "{report}"
+    );
+    assert!(report.contains(&format!("{}:{line}:", file!())), "{report}");
+    assert!(
+        report.contains(&format!("and has waited {DEADLOCK_TIMEOUT:?} for it")),
+        "{report}"
+    );
+    assert_idle(&l);
+}
+
+#[tokio::test]
+async fn join_siblings_that_deadlock_are_reported() {
+    setup();
+    let (a, b) = (lock("join deadlock: a"), lock("join deadlock: b"));
+    let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+    let report = report_of(async move {
+        tokio::join!(
+            async {
+                let _a = a2.write().await;
+                sleep(HOLD).await;
+                let _b = b2.write().await;
+            },
+            async {
+                let _b = b2.write().await;
+                sleep(HOLD).await;
+                let _a = a2.write().await;
+            }
+        );
+    })
+    .await;
+    assert!(
+        report.contains("deadlock: recursive acquire of one lock"),
+        "{report}"
+    );
+    assert!(report.contains("join deadlock"), "{report}");
+    assert_idle(&a);
+    assert_idle(&b);
+}
+
+#[tokio::test]
+async fn an_ab_ba_between_two_jobs_of_a_futures_unordered_is_reported() {
+    setup();
+    let (a, b) = (lock("unordered cycle: a"), lock("unordered cycle: b"));
+    let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+    let report = report_of(async move {
+        let jobs: FuturesUnordered<_> = [(Arc::clone(&a2), Arc::clone(&b2)), (b2, a2)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, (first, second))| async move {
+                // One after the other: nothing waits, but the jobs order the two locks
+                // both ways.
+                sleep(Duration::from_millis(10 * i as u64)).await;
+                let _first = first.write().await;
+                let _second = second.write().await;
+            })
+            .collect();
+        jobs.collect::<Vec<()>>().await;
+    })
+    .await;
+    assert!(report.contains("lock order cycle of 2 classes"), "{report}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Upgrades: an acquisition of the write side.
+
+/// Task 1's orders: the upgradable read of `a`, a read of `b`, then the upgrade of `a`.
+async fn upgrade_under_b(a: Arc<RwLock<u32>>, b: Arc<RwLock<u32>>) {
+    let up = a.upgradable_read().await;
+    let _b = b.read().await;
+    let _w = RwLockUpgradableReadGuard::upgrade(up).await;
+}
+
+/// Task 2's orders: a read of `a`, then the write lock of `b`.
+async fn read_a_write_b(a: Arc<RwLock<u32>>, b: Arc<RwLock<u32>>) {
+    let _a = a.read().await;
+    let _b = b.write().await;
+}
+
+#[tokio::test]
+async fn an_upgrade_under_another_lock_closes_a_cycle_with_a_reader_of_the_first() {
+    setup();
+    // Upgrade first, then the reader.
+    let (a, b) = (lock("upgrade cycle 1: a"), lock("upgrade cycle 1: b"));
+    tokio::spawn(upgrade_under_b(Arc::clone(&a), Arc::clone(&b)))
+        .await
+        .unwrap();
+    let report = report_of(read_a_write_b(Arc::clone(&a), Arc::clone(&b))).await;
+    assert!(report.contains("lock order cycle of 2 classes"), "{report}");
+    assert!(report.contains("upgraded to"), "{report}");
+
+    // The reader first, then the upgrade.
+    let (a, b) = (lock("upgrade cycle 2: a"), lock("upgrade cycle 2: b"));
+    tokio::spawn(read_a_write_b(Arc::clone(&a), Arc::clone(&b)))
+        .await
+        .unwrap();
+    let report = report_of(upgrade_under_b(Arc::clone(&a), Arc::clone(&b))).await;
+    assert!(report.contains("lock order cycle of 2 classes"), "{report}");
+    assert!(report.contains("upgraded to"), "{report}");
+    assert_idle(&a);
+    assert_idle(&b);
+}
+
+#[tokio::test]
+async fn an_upgrade_under_another_lock_alone_is_not_a_cycle() {
+    setup();
+    // Only one holder has the upgradable read: two tasks taking these orders cannot
+    // deadlock each other.
+    let (a, b) = (lock("upgrade alone: a"), lock("upgrade alone: b"));
+    for _ in 0..2 {
+        silent(upgrade_under_b(Arc::clone(&a), Arc::clone(&b))).await;
+    }
+    assert_idle(&a);
+}
+
+// ---------------------------------------------------------------------------------------
+// An owned guard sent to another task.
+
+#[tokio::test]
+async fn an_owned_guard_received_from_another_task_stays_its_acquirers() {
+    // Documented: the hold stays charged to the task that acquired it, so the orders
+    // the receiving task makes through it are not seen (no report here), and the
+    // acquiring task's own acquires are ordered after it until the guard is dropped.
+    setup();
+    let (a, b) = (lock("sent guard: a"), lock("sent guard: b"));
+    let guard = tokio::spawn({
+        let a = Arc::clone(&a);
+        async move {
+            let guard = a.write_owned().await;
+            assert_eq!(lockdep::held().len(), 1);
+            guard
+        }
+    })
+    .await
+    .unwrap();
+    let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+    silent(async move {
+        assert!(lockdep::held().is_empty(), "the receiver does not hold it");
+        let _b = b2.write().await; // a -> b, not seen
+        drop(guard);
+        let _ = a2;
+    })
+    .await;
+    // The reverse order: no cycle to close.
+    silent(async move {
+        let _b = b.write().await;
+        let _a = a.write().await;
+    })
+    .await;
+}
