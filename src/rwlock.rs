@@ -96,8 +96,6 @@ use crate::raw::RawRwLock;
 /// wake-up it was given, and releases the lock if it had already been granted.
 ///
 /// ```
-/// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-/// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
 /// use async_rwsem::RwLock;
 ///
 /// # tokio_test::block_on(async {

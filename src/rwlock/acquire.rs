@@ -525,8 +525,6 @@ impl<T: ?Sized> RwLock<T> {
     /// lock. Cancel safe.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
     ///
     /// # tokio_test::block_on(async {

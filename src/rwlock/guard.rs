@@ -142,8 +142,6 @@ impl<T: ?Sized> RwLockReadGuard<'_, T> {
     /// so that it does not hide a method of the same name on the value.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockReadGuard};
     /// use tokio_test::{assert_pending, assert_ready, task::spawn};
     ///
@@ -173,8 +171,6 @@ impl<T: ?Sized> RwLockReadGuard<'_, T> {
     /// that it does not hide a method of the same name on the value.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Duration;
     /// use async_rwsem::{Policy, RwLock, RwLockReadGuard};
     /// use tokio_test::{assert_pending, assert_ready, task::spawn};
@@ -268,8 +264,6 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// let lock = Arc::new(RwLock::new(1));
     /// let mut w = lock.write().await;
     /// *w = 2;
@@ -284,8 +278,6 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// With a writer at the head of the queue, the readers behind it wait for it:
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{Policy, RwLock};
     /// use tokio_test::{assert_pending, task::spawn};
     ///
@@ -314,8 +306,6 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// plain readers in beside it (not writers, nor other upgradable readers).
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
     ///
     /// # tokio_test::block_on(async {
@@ -438,8 +428,6 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// method.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockWriteGuard};
     ///
     /// # tokio_test::block_on(async {
@@ -508,8 +496,6 @@ impl<T: ?Sized> RwLockWriteGuard<'_, T> {
     /// that it does not hide a method of the same name on the value.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::time::Duration;
     /// use async_rwsem::{Policy, RwLock, RwLockWriteGuard};
     /// use tokio_test::{assert_pending, assert_ready, task::spawn};

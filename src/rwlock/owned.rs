@@ -145,8 +145,6 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
     /// method.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use async_rwsem::{OwnedRwLockReadGuard, RwLock};
     /// use tokio_test::{assert_pending, task::spawn};
@@ -247,8 +245,6 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// [`RwLockWriteGuard::downgrade`]: crate::RwLockWriteGuard::downgrade
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use async_rwsem::RwLock;
     ///
@@ -381,8 +377,6 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// method.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use async_rwsem::{OwnedRwLockWriteGuard, RwLock};
     ///

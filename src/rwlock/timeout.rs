@@ -47,8 +47,6 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// let lock = RwLock::new(1);
     /// let w = lock.write().await;
     /// assert!(lock.read_timeout(Duration::from_millis(5)).await.is_err());
@@ -86,8 +84,6 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// let lock = RwLock::new(1);
     /// let r = lock.read().await;
     /// let err = lock.write_timeout(Duration::from_millis(5)).await.unwrap_err();
@@ -125,8 +121,6 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// let lock = RwLock::new(1);
     /// let up = lock.upgradable_read().await;
     /// assert!(lock.upgradable_read_timeout(Duration::from_millis(5)).await.is_err());

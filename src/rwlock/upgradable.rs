@@ -312,8 +312,6 @@ impl<T: ?Sized> RwLockUpgradableReadGuard<'_, T> {
     /// a method.
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use async_rwsem::{RwLock, RwLockUpgradableReadGuard};
     /// use tokio_test::{assert_pending, task::spawn};
     ///
@@ -686,8 +684,6 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// [`RwLockUpgradableReadGuard::writer_waiting`].
     ///
     /// ```
-    /// # #[cfg(feature = "lockdep")] // this thread acquires what it holds: reported
-    /// # async_rwsem::lockdep::set_report(async_rwsem::lockdep::Report::Off);
     /// use std::sync::Arc;
     /// use async_rwsem::{OwnedRwLockUpgradableReadGuard, RwLock};
     /// use tokio_test::{assert_pending, task::spawn};
