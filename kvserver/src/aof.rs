@@ -1,10 +1,16 @@
 //! Persistence: the append-only log, snapshots, and replay.
 //!
 //! # Files (in `--dir`)
-//! - `appendonly.aof`: a 16-byte header (`KVAOF001` + the id of the snapshot it builds on, 0 for
+//! - `appendonly.aof`: a 16-byte header (`KVAOF002` + the id of the snapshot it builds on, 0 for
 //!   none) followed by records.
-//! - `dump-<id>.kvs`: a snapshot: header `KVSNAP01` + id, one `SET` record per key, then an
-//!   `END` record holding the key count. Only the one the log names is live.
+//! - `dump-<id>.kvs`: a snapshot: header `KVSNAP02` + id, one `SET` (a string) or `VALUE` (a
+//!   list, hash, set or sorted set) record per key, then an `END` record holding the key count.
+//!   Only the one the log names is live.
+//!
+//! Format versions: `001` files (strings only: `SET`, `DEL`, `MSET`, `FLUSHALL`, `END`) are
+//! read as they are; `002` adds the `VALUE`, `EXPIRE` and `MUTATE` records. A `001` log is
+//! marked `002` when it is opened (its records stay valid), so that an older server, which
+//! cannot read the new records, refuses it at its header instead of midway.
 //!
 //! # Record framing
 //! `[len: u32 LE][crc32(payload): u32 LE][crc32(first 8 bytes): u32 LE][payload: len bytes]`.
@@ -45,8 +51,13 @@ use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
 
-const AOF_MAGIC: &[u8; 8] = b"KVAOF001";
-const SNAP_MAGIC: &[u8; 8] = b"KVSNAP01";
+use crate::value::{Mutation, Value, ZSet};
+
+const AOF_MAGIC: &[u8; 8] = b"KVAOF002";
+const SNAP_MAGIC: &[u8; 8] = b"KVSNAP02";
+/// The first format (strings only), still read.
+const AOF_MAGIC_V1: &[u8; 8] = b"KVAOF001";
+const SNAP_MAGIC_V1: &[u8; 8] = b"KVSNAP01";
 pub const FILE_HEADER: usize = 16;
 const REC_HEADER: usize = 12;
 /// No record may claim more than this (a damaged length is caught before this check, this is a
@@ -60,6 +71,25 @@ const OP_DEL: u8 = 2;
 const OP_MSET: u8 = 3;
 const OP_FLUSHALL: u8 = 4;
 const OP_END: u8 = 5;
+const OP_VALUE: u8 = 6;
+const OP_EXPIRE: u8 = 7;
+const OP_MUTATE: u8 = 8;
+
+// The type bytes of `VALUE` and the kind bytes of `MUTATE`.
+const T_LIST: u8 = 1;
+const T_HASH: u8 = 2;
+const T_SET: u8 = 3;
+const T_ZSET: u8 = 4;
+const M_PUSH_LEFT: u8 = 1;
+const M_PUSH_RIGHT: u8 = 2;
+const M_POP_LEFT: u8 = 3;
+const M_POP_RIGHT: u8 = 4;
+const M_HSET: u8 = 5;
+const M_HDEL: u8 = 6;
+const M_SADD: u8 = 7;
+const M_SREM: u8 = 8;
+const M_ZADD: u8 = 9;
+const M_ZREM: u8 = 10;
 
 /// When the log is fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -84,9 +114,25 @@ pub enum LogIo {
 
 // ---- records --------------------------------------------------------------------------------
 
-/// A decoded record, borrowing from the file's bytes.
-#[derive(Debug, PartialEq, Eq)]
+/// A decoded record, borrowing from the file's bytes (aggregates are decoded into owned values).
+#[derive(Debug, PartialEq)]
 pub enum Op<'a> {
+    /// A whole value of an aggregate type (a snapshot's entry, `RENAME`'s new key).
+    Value {
+        key: &'a [u8],
+        value: Value,
+        expire_at: u64,
+    },
+    /// A key's new deadline (0: none; due: the key is deleted).
+    Expire {
+        key: &'a [u8],
+        at: u64,
+    },
+    /// A change to an aggregate (see [`crate::value`]).
+    Mutate {
+        key: &'a [u8],
+        m: Mutation,
+    },
     Set {
         key: &'a [u8],
         value: &'a [u8],
@@ -115,6 +161,10 @@ impl<'a> RecBuf<'a> {
     fn bytes(self, b: &[u8]) -> Self {
         self.out.extend_from_slice(&(b.len() as u32).to_le_bytes());
         self.out.extend_from_slice(b);
+        self
+    }
+    fn u8(self, v: u8) -> Self {
+        self.out.push(v);
         self
     }
     fn u32(self, v: u32) -> Self {
@@ -160,6 +210,90 @@ pub fn put_mset<'a>(out: &mut Vec<u8>, pairs: impl ExactSizeIterator<Item = (&'a
     for (k, v) in pairs {
         r = r.bytes(k).bytes(v);
     }
+    r.finish()
+}
+
+/// A whole value (`VALUE` for aggregates, `SET` for strings).
+pub fn put_value(out: &mut Vec<u8>, key: &[u8], value: &Value, expire_at: u64) {
+    let r = match value {
+        Value::Str(v) => return put_set(out, key, v, expire_at),
+        Value::List(l) => {
+            let mut r = RecBuf::begin(out, OP_VALUE).bytes(key).u8(T_LIST);
+            r = r.u32(l.len() as u32);
+            for it in l {
+                r = r.bytes(it);
+            }
+            r
+        }
+        Value::Hash(h) => {
+            let mut r = RecBuf::begin(out, OP_VALUE).bytes(key).u8(T_HASH);
+            r = r.u32(h.len() as u32);
+            for (f, v) in h {
+                r = r.bytes(f).bytes(v);
+            }
+            r
+        }
+        Value::Set(s) => {
+            let mut r = RecBuf::begin(out, OP_VALUE).bytes(key).u8(T_SET);
+            r = r.u32(s.len() as u32);
+            for m in s {
+                r = r.bytes(m);
+            }
+            r
+        }
+        Value::ZSet(z) => {
+            let mut r = RecBuf::begin(out, OP_VALUE).bytes(key).u8(T_ZSET);
+            r = r.u32(z.len() as u32);
+            for (m, sc) in z.iter() {
+                r = r.bytes(m).u64(sc.to_bits());
+            }
+            r
+        }
+    };
+    r.u64(expire_at).finish()
+}
+
+/// A key's new deadline (0: none).
+pub fn put_expire(out: &mut Vec<u8>, key: &[u8], at: u64) {
+    RecBuf::begin(out, OP_EXPIRE).bytes(key).u64(at).finish()
+}
+
+/// A change to an aggregate.
+pub fn put_mutate(out: &mut Vec<u8>, key: &[u8], m: &Mutation) {
+    let r = RecBuf::begin(out, OP_MUTATE).bytes(key);
+    fn list<'a>(mut r: RecBuf<'a>, items: &[Vec<u8>]) -> RecBuf<'a> {
+        r = r.u32(items.len() as u32);
+        for it in items {
+            r = r.bytes(it);
+        }
+        r
+    }
+    let r = match m {
+        Mutation::Push { left, items } => {
+            list(r.u8(if *left { M_PUSH_LEFT } else { M_PUSH_RIGHT }), items)
+        }
+        Mutation::Pop { left, count } => r
+            .u8(if *left { M_POP_LEFT } else { M_POP_RIGHT })
+            .u64(*count),
+        Mutation::HSet(pairs) => {
+            let mut r = r.u8(M_HSET).u32(pairs.len() as u32);
+            for (f, v) in pairs {
+                r = r.bytes(f).bytes(v);
+            }
+            r
+        }
+        Mutation::HDel(fields) => list(r.u8(M_HDEL), fields),
+        Mutation::SAdd(m) => list(r.u8(M_SADD), m),
+        Mutation::SRem(m) => list(r.u8(M_SREM), m),
+        Mutation::ZAdd(pairs) => {
+            let mut r = r.u8(M_ZADD).u32(pairs.len() as u32);
+            for (sc, m) in pairs {
+                r = r.u64(sc.to_bits()).bytes(m);
+            }
+            r
+        }
+        Mutation::ZRem(m) => list(r.u8(M_ZREM), m),
+    };
     r.finish()
 }
 
@@ -214,6 +348,82 @@ impl<'a> Reader<'a> {
         let n = self.u32()? as usize;
         self.take(n)
     }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn owned(&mut self) -> Option<Vec<u8>> {
+        self.bytes().map(<[u8]>::to_vec)
+    }
+    /// A count of items, each at least `min_size` bytes: a damaged count cannot make it
+    /// allocate more than the record holds.
+    fn count(&mut self, min_size: usize) -> Option<usize> {
+        let n = self.u32()? as usize;
+        (n.checked_mul(min_size)? <= self.0.len()).then_some(n)
+    }
+    fn list(&mut self) -> Option<Vec<Vec<u8>>> {
+        let n = self.count(4)?;
+        (0..n).map(|_| self.owned()).collect()
+    }
+    /// A score (NaN is refused: no command stores one).
+    fn score(&mut self) -> Option<f64> {
+        let f = f64::from_bits(self.u64()?);
+        (!f.is_nan()).then_some(f)
+    }
+    fn value(&mut self) -> Option<Value> {
+        Some(match self.u8()? {
+            T_LIST => Value::List(self.list()?.into()),
+            T_HASH => {
+                let n = self.count(8)?;
+                let mut h = std::collections::HashMap::with_capacity(n);
+                for _ in 0..n {
+                    h.insert(self.owned()?, self.owned()?);
+                }
+                Value::Hash(h)
+            }
+            T_SET => Value::Set(self.list()?.into_iter().collect()),
+            T_ZSET => {
+                let n = self.count(12)?;
+                let mut z = ZSet::default();
+                for _ in 0..n {
+                    let m = self.owned()?;
+                    z.insert(m, self.score()?);
+                }
+                Value::ZSet(Box::new(z))
+            }
+            _ => return None,
+        })
+    }
+    fn mutation(&mut self) -> Option<Mutation> {
+        Some(match self.u8()? {
+            k @ (M_PUSH_LEFT | M_PUSH_RIGHT) => Mutation::Push {
+                left: k == M_PUSH_LEFT,
+                items: self.list()?,
+            },
+            k @ (M_POP_LEFT | M_POP_RIGHT) => Mutation::Pop {
+                left: k == M_POP_LEFT,
+                count: self.u64()?,
+            },
+            M_HSET => {
+                let n = self.count(8)?;
+                let pairs = (0..n)
+                    .map(|_| Some((self.owned()?, self.owned()?)))
+                    .collect::<Option<_>>()?;
+                Mutation::HSet(pairs)
+            }
+            M_HDEL => Mutation::HDel(self.list()?),
+            M_SADD => Mutation::SAdd(self.list()?),
+            M_SREM => Mutation::SRem(self.list()?),
+            M_ZADD => {
+                let n = self.count(12)?;
+                let pairs = (0..n)
+                    .map(|_| Some((self.score()?, self.owned()?)))
+                    .collect::<Option<_>>()?;
+                Mutation::ZAdd(pairs)
+            }
+            M_ZREM => Mutation::ZRem(self.list()?),
+            _ => return None,
+        })
+    }
 }
 
 fn decode(payload: &[u8]) -> Option<Op<'_>> {
@@ -243,6 +453,19 @@ fn decode(payload: &[u8]) -> Option<Op<'_>> {
         }
         OP_FLUSHALL => Op::FlushAll,
         OP_END => Op::End(r.u64()?),
+        OP_VALUE => Op::Value {
+            key: r.bytes()?,
+            value: r.value()?,
+            expire_at: r.u64()?,
+        },
+        OP_EXPIRE => Op::Expire {
+            key: r.bytes()?,
+            at: r.u64()?,
+        },
+        OP_MUTATE => Op::Mutate {
+            key: r.bytes()?,
+            m: r.mutation()?,
+        },
         _ => return None,
     };
     if !r.0.is_empty() {
@@ -357,7 +580,7 @@ pub fn load(dir: &Path, mut apply: impl FnMut(Op<'_>)) -> Result<LoadReport, Str
         }
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    if data.len() < FILE_HEADER || &data[..8] != AOF_MAGIC {
+    if data.len() < FILE_HEADER || (&data[..8] != AOF_MAGIC && &data[..8] != AOF_MAGIC_V1) {
         return Err(format!(
             "{}: not a kvserver append-only file (bad header)",
             path.display()
@@ -374,7 +597,9 @@ pub fn load(dir: &Path, mut apply: impl FnMut(Op<'_>)) -> Result<LoadReport, Str
                 spath.display()
             )
         })?;
-        if snap.len() < FILE_HEADER || &snap[..8] != SNAP_MAGIC || snap[8..16] != base.to_le_bytes()
+        if snap.len() < FILE_HEADER
+            || (&snap[..8] != SNAP_MAGIC && &snap[..8] != SNAP_MAGIC_V1)
+            || snap[8..16] != base.to_le_bytes()
         {
             return Err(format!("{}: bad snapshot header", spath.display()));
         }
@@ -386,7 +611,7 @@ pub fn load(dir: &Path, mut apply: impl FnMut(Op<'_>)) -> Result<LoadReport, Str
             }
             match op {
                 Op::End(n) => end = Some(n),
-                op @ Op::Set { .. } => {
+                op @ (Op::Set { .. } | Op::Value { .. }) => {
                     keys += 1;
                     apply(op);
                 }
@@ -423,6 +648,18 @@ pub fn load(dir: &Path, mut apply: impl FnMut(Op<'_>)) -> Result<LoadReport, Str
             .open(&path)
             .and_then(|f| f.set_len(at as u64).and_then(|_| f.sync_all()));
         f.map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
+    }
+    if &data[..8] == AOF_MAGIC_V1 {
+        // The new records are about to be appended to it: mark it with the new version.
+        use std::os::unix::fs::FileExt;
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.write_all_at(AOF_MAGIC, 0).and_then(|_| f.sync_all()));
+        f.map_err(|e| format!("cannot update the header of {}: {e}", path.display()))?;
+        report
+            .warnings
+            .push(format!("{}: format 001 read, marked 002", path.display()));
     }
     // Leftovers of an interrupted SAVE, and snapshots nothing refers to any more.
     if let Ok(entries) = fs::read_dir(dir) {

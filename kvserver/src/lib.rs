@@ -6,12 +6,14 @@
 //! - Commands (the table is [`commands::COMMANDS`]; `kvserver/README.md` lists them): strings
 //!   (`GET`, `SET` with every option, `SETNX`, `SETEX`, `PSETEX`, `GETSET`, `GETDEL`, `GETEX`,
 //!   `MGET`, `MSET`, `MSETNX`, `APPEND`, `STRLEN`, `GETRANGE`, `SETRANGE`, `INCR`/`INCRBY`/
-//!   `DECR`/`DECRBY`, `INCRBYFLOAT`), keys (`DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `TYPE`,
+//!   `DECR`/`DECRBY`, `INCRBYFLOAT`), lists (`LPUSH`, `RPUSH`, `LPOP`, `RPOP`, `LRANGE`,
+//!   `LLEN`, `LINDEX`), hashes (`HSET`, `HGET`, `HGETALL`, `HDEL`, `HINCRBY`, ...), sets
+//!   (`SADD`, `SREM`, `SPOP`, `SMEMBERS`, ...), sorted sets (`ZADD`, `ZRANGE`, `ZPOPMIN`,
+//!   `ZSCORE`, ...), keys (`DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `TYPE`,
 //!   `RENAME`, `RENAMENX`, `KEYS`, `SCAN`, `RANDOMKEY`, `EXPIRE` and friends, `TTL`/`PTTL`,
 //!   `PERSIST`), server (`DBSIZE`, `FLUSHALL`, `SAVE`, `BGSAVE`, `LASTSAVE`, `SHUTDOWN`, `INFO`,
 //!   `CONFIG GET`, `TIME`, `COMMAND`), connection (`PING`, `ECHO`, `QUIT`, `SELECT 0`, `CLIENT`).
-//!   Pipelined requests of any size are answered in order while the client is still sending;
-//!   commands of other data types get an error that says so.
+//!   Pipelined requests of any size are answered in order while the client is still sending.
 //! - The data lives in `--shards` maps, each behind the lock chosen by `--lock`. Inside its
 //!   write critical section a write appends its record to the log's current batch; the batch
 //!   is written by group commit (one `write(2)`, and one `fsync` under `always`, for every
@@ -50,3 +52,4 @@ pub mod resp;
 pub mod server;
 pub mod shared;
 pub mod store;
+pub mod value;

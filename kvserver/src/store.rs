@@ -34,6 +34,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::aof::{self, Fsync, Log, LogIo, Op};
 use crate::glob;
 use crate::lock::ShardLock;
+use crate::value::{self, Mutation, Value};
 
 /// Milliseconds since the unix epoch.
 pub fn now_ms() -> u64 {
@@ -60,7 +61,7 @@ impl Clock {
 
 #[derive(Clone, Debug)]
 pub struct Entry {
-    pub value: Vec<u8>,
+    pub value: Value,
     /// Unix ms deadline; 0 for none.
     pub expire_at: u64,
 }
@@ -130,6 +131,38 @@ impl Shard {
             }
         }
         None
+    }
+
+    /// Stores a whole value read at replay; one whose deadline has passed is dropped.
+    fn load(&mut self, h: u64, key: &[u8], e: Entry, now: u64) {
+        if e.expire_at != 0 && e.expire_at <= now {
+            self.remove(h, key);
+        } else {
+            self.insert(h, key, e);
+        }
+    }
+
+    /// Applies a logged change to an aggregate at replay: as the command did, a key that
+    /// holds another type (only possible if its deadline passed) counts as absent, and an
+    /// aggregate left empty is deleted.
+    fn replay_mutation(&mut self, h: u64, key: &[u8], m: Mutation) {
+        let fresh = || Entry {
+            value: m.empty_value(),
+            expire_at: 0,
+        };
+        match self.get_mut(h, key) {
+            Some(e)
+                if std::mem::discriminant(&e.value) == std::mem::discriminant(&m.empty_value()) => {
+            }
+            _ => {
+                self.insert(h, key, fresh());
+            }
+        }
+        let e = self.get_mut(h, key).expect("inserted above");
+        value::apply(&mut e.value, m).expect("same type");
+        if e.value.is_empty_aggregate() {
+            self.remove(h, key);
+        }
     }
 
     /// Puts back what a key held before (`None`: absent).
@@ -352,6 +385,12 @@ enum UndoOp {
         key: Box<[u8]>,
         old_at: u64,
     },
+    /// The changes that undo a change to the key's aggregate, applied in order.
+    Inverse {
+        hash: u64,
+        key: Box<[u8]>,
+        ops: Vec<Mutation>,
+    },
     /// The whole shard (`FLUSHALL`).
     Shard(Box<Shard>),
 }
@@ -415,18 +454,28 @@ impl<L: ShardLock<Shard>> Store<L> {
                     expire_at,
                 } => {
                     let (i, h) = locate(key);
-                    if expire_at != 0 && expire_at <= now {
+                    let value = Value::Str(value.to_vec());
+                    shards[i].load(h, key, Entry { value, expire_at }, now);
+                }
+                Op::Value {
+                    key,
+                    value,
+                    expire_at,
+                } => {
+                    let (i, h) = locate(key);
+                    shards[i].load(h, key, Entry { value, expire_at }, now);
+                }
+                Op::Expire { key, at } => {
+                    let (i, h) = locate(key);
+                    if at != 0 && at <= now {
                         shards[i].remove(h, key);
                     } else {
-                        shards[i].insert(
-                            h,
-                            key,
-                            Entry {
-                                value: value.to_vec(),
-                                expire_at,
-                            },
-                        );
+                        shards[i].set_expire(h, key, at);
                     }
+                }
+                Op::Mutate { key, m } => {
+                    let (i, h) = locate(key);
+                    shards[i].replay_mutation(h, key, m);
                 }
                 Op::Del(keys) => {
                     for key in keys {
@@ -441,7 +490,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                             h,
                             key,
                             Entry {
-                                value: value.to_vec(),
+                                value: Value::Str(value.to_vec()),
                                 expire_at: 0,
                             },
                         );
@@ -508,6 +557,19 @@ impl<L: ShardLock<Shard>> Store<L> {
         Ok(())
     }
 
+    /// Logs a key's new deadline (0: none).
+    fn log_expire(&self, seq: &mut u64, shard: usize, key: &[u8], at: u64) -> StoreResult<()> {
+        self.log_append(
+            seq,
+            |out| aof::put_expire(out, key, at),
+            |ep, out| {
+                if self.flipped(shard, ep) {
+                    aof::put_expire(out, key, at)
+                }
+            },
+        )
+    }
+
     /// Notes how to undo the changes of the write whose record is `seq` (called inside its
     /// write critical section, right after the change): if that record fails, [`Store::recover`]
     /// puts the old state back.
@@ -572,6 +634,13 @@ impl<L: ShardLock<Shard>> Store<L> {
                 UndoOp::Expire { hash, key, old_at } => {
                     g.set_expire(hash, &key, old_at);
                 }
+                UndoOp::Inverse { hash, key, ops } => {
+                    if let Some(e) = g.get_mut(hash, &key) {
+                        for m in ops {
+                            value::apply(&mut e.value, m);
+                        }
+                    }
+                }
                 UndoOp::Shard(old) => **g = *old,
             }
         }
@@ -593,14 +662,22 @@ impl<L: ShardLock<Shard>> Store<L> {
 
     // ---- reads ------------------------------------------------------------------------------
 
-    /// Calls `f` with the live value of `key`, under the shard's read lock.
-    pub async fn get<R>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+    /// Calls `f` with the live string value of `key`, under the shard's read lock;
+    /// `WRONGTYPE` if the key holds another type.
+    pub async fn get<R>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> StoreResult<R> {
         let (i, h) = self.locate(key);
         let g = self.shards[i].read().await;
         let mut clock = Clock::new();
-        f(g.get(h, key)
-            .filter(|e| clock.live(e))
-            .map(|e| &e.value[..]))
+        let v = g.get(h, key).filter(|e| clock.live(e));
+        Ok(f(v.map(|e| e.value.bytes()).transpose()?))
+    }
+
+    /// Calls `f` with the live value of `key` (any type), under the shard's read lock.
+    pub async fn read<R>(&self, key: &[u8], f: impl FnOnce(Option<&Value>) -> R) -> R {
+        let (i, h) = self.locate(key);
+        let g = self.shards[i].read().await;
+        let mut clock = Clock::new();
+        f(g.get(h, key).filter(|e| clock.live(e)).map(|e| &e.value))
     }
 
     /// Remaining time to live in ms: `None` if the key is missing, `Some(-1)` if it has none.
@@ -617,7 +694,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     }
 
     /// Calls `f(index, value)` for each key, all read under one consistent set of read locks.
-    pub async fn get_many(&self, keys: &[Vec<u8>], mut f: impl FnMut(usize, Option<&[u8]>)) {
+    pub async fn get_many(&self, keys: &[Vec<u8>], mut f: impl FnMut(usize, Option<&Value>)) {
         let located: Vec<(usize, u64)> = keys.iter().map(|k| self.locate(k)).collect();
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
@@ -627,12 +704,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         let mut clock = Clock::new();
         for (n, (key, &(i, h))) in keys.iter().zip(&located).enumerate() {
             let g = &guards[idx.binary_search(&i).unwrap()];
-            f(
-                n,
-                g.get(h, key)
-                    .filter(|e| clock.live(e))
-                    .map(|e| &e.value[..]),
-            );
+            f(n, g.get(h, key).filter(|e| clock.live(e)).map(|e| &e.value));
         }
     }
 
@@ -680,13 +752,15 @@ impl<L: ShardLock<Shard>> Store<L> {
     }
 
     /// One `SCAN` step: visits about `count` entries from `cursor` on; returns the next cursor
-    /// (0 when done) and the live keys visited that match `pattern`. The cursor is the shard
+    /// (0 when done) and the live keys visited that match `pattern` (and hold the type `kind`,
+    /// if given: a name as `TYPE` prints it). The cursor is the shard
     /// index (top 16 bits) and a 48-bit prefix of the next hash to visit, so every key present
     /// for the whole scan is returned at least once, whatever is inserted or deleted meanwhile.
     pub async fn scan(
         &self,
         cursor: u64,
         pattern: Option<&[u8]>,
+        kind: Option<&[u8]>,
         count: usize,
     ) -> (u64, Vec<Vec<u8>>) {
         const LOW: u32 = 16;
@@ -706,7 +780,10 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
                 visited += 1;
                 last_prefix = Some(prefix);
-                if clock.live(e) && pattern.is_none_or(|p| glob::matches(p, k)) {
+                if clock.live(e)
+                    && pattern.is_none_or(|p| glob::matches(p, k))
+                    && kind.is_none_or(|t| t.eq_ignore_ascii_case(e.value.type_name().as_bytes()))
+                {
                     keys.push(k.to_vec());
                 }
             }
@@ -738,7 +815,9 @@ impl<L: ShardLock<Shard>> Store<L> {
         let mut clock = Clock::new();
         let existing = g.get(h, key).filter(|e| clock.live(e));
         let old = if opts.get {
-            existing.map(|e| e.value.clone())
+            existing
+                .map(|e| e.value.bytes().map(<[u8]>::to_vec))
+                .transpose()?
         } else {
             None
         };
@@ -759,7 +838,14 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             },
         )?;
-        let prev = g.insert(h, key, Entry { value, expire_at });
+        let prev = g.insert(
+            h,
+            key,
+            Entry {
+                value: Value::Str(value),
+                expire_at,
+            },
+        );
         if self.log.is_some() {
             self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
         }
@@ -774,7 +860,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         let mut clock = Clock::new();
         let (old, expire_at) = match g.get(h, key).filter(|e| clock.live(e)) {
             Some(e) => (
-                crate::resp::parse_int(&e.value)
+                crate::resp::parse_int(e.value.bytes()?)
                     .ok_or("ERR value is not an integer or out of range")?,
                 e.expire_at,
             ),
@@ -793,7 +879,14 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             },
         )?;
-        let prev = g.insert(h, key, Entry { value, expire_at });
+        let prev = g.insert(
+            h,
+            key,
+            Entry {
+                value: Value::Str(value),
+                expire_at,
+            },
+        );
         if self.log.is_some() {
             self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
         }
@@ -844,16 +937,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             }
         } else {
             let at = when as u64;
-            let value = &e.value;
-            self.log_append(
-                seq,
-                |out| aof::put_set(out, key, value, at),
-                |ep, out| {
-                    if self.flipped(i, ep) {
-                        aof::put_set(out, key, value, at)
-                    }
-                },
-            )?;
+            self.log_expire(seq, i, key, at)?;
             let old_at = g.set_expire(h, key, at);
             if self.log.is_some() {
                 self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
@@ -873,16 +957,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         if e.expire_at == 0 {
             return Ok(false);
         }
-        let value = &e.value;
-        self.log_append(
-            seq,
-            |out| aof::put_set(out, key, value, 0),
-            |ep, out| {
-                if self.flipped(i, ep) {
-                    aof::put_set(out, key, value, 0)
-                }
-            },
-        )?;
+        self.log_expire(seq, i, key, 0)?;
         let old_at = g.set_expire(h, key, 0);
         if self.log.is_some() {
             self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
@@ -981,7 +1056,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 h,
                 &key,
                 Entry {
-                    value,
+                    value: Value::Str(value),
                     expire_at: 0,
                 },
             );
@@ -1020,10 +1095,10 @@ impl<L: ShardLock<Shard>> Store<L> {
             Change::Put(e) => {
                 self.log_append(
                     seq,
-                    |out| aof::put_set(out, key, &e.value, e.expire_at),
+                    |out| aof::put_value(out, key, &e.value, e.expire_at),
                     |ep, out| {
                         if self.flipped(i, ep) {
-                            aof::put_set(out, key, &e.value, e.expire_at)
+                            aof::put_value(out, key, &e.value, e.expire_at)
                         }
                     },
                 )?;
@@ -1049,16 +1124,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             }
             Change::Del => {}
             Change::Expire(at) if had => {
-                let value = &g.get(h, key).expect("live above").value;
-                self.log_append(
-                    seq,
-                    |out| aof::put_set(out, key, value, at),
-                    |ep, out| {
-                        if self.flipped(i, ep) {
-                            aof::put_set(out, key, value, at)
-                        }
-                    },
-                )?;
+                self.log_expire(seq, i, key, at)?;
                 let old_at = g.set_expire(h, key, at);
                 if self.log.is_some() {
                     self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
@@ -1066,6 +1132,69 @@ impl<L: ShardLock<Shard>> Store<L> {
             }
             Change::Expire(_) => {}
         }
+        self.reclaim(&mut g, &mut clock);
+        Ok(r)
+    }
+
+    /// A change to the aggregate at `key`, under its shard's write lock: `f` gets the live
+    /// value (`None`: absent or expired), checks its type and says what to change (`None`:
+    /// nothing, nothing is logged) and what to reply. The change is logged, applied (an
+    /// absent key gets an empty value of the change's type first; an aggregate left empty is
+    /// deleted) and made undoable by its inverse, so only what changed is copied.
+    pub async fn mutate<R>(
+        &self,
+        key: &[u8],
+        seq: &mut u64,
+        f: impl FnOnce(Option<&Value>) -> StoreResult<(Option<Mutation>, R)>,
+    ) -> StoreResult<R> {
+        let (i, h) = self.locate(key);
+        let mut g = self.shards[i].write().await;
+        let mut clock = Clock::new();
+        let live = g.get(h, key).filter(|e| clock.live(e));
+        let existed = live.is_some();
+        let (m, r) = f(live.map(|e| &e.value))?;
+        let Some(m) = m else {
+            return Ok(r);
+        };
+        self.log_append(
+            seq,
+            |out| aof::put_mutate(out, key, &m),
+            |ep, out| {
+                if self.flipped(i, ep) {
+                    aof::put_mutate(out, key, &m)
+                }
+            },
+        )?;
+        let mut undo = Vec::new();
+        if !existed {
+            // Absent, or expired (it goes, as for any write): the undo puts back what was.
+            let fresh = Entry {
+                value: m.empty_value(),
+                expire_at: 0,
+            };
+            let prev = g.insert(h, key, fresh);
+            undo.push((i, undo_key(h, key, prev)));
+        }
+        let e = g.get_mut(h, key).expect("live or inserted");
+        let ops = value::apply(&mut e.value, m).expect("the command checked the type");
+        if existed {
+            undo.push((
+                i,
+                UndoOp::Inverse {
+                    hash: h,
+                    key: key.into(),
+                    ops,
+                },
+            ));
+        }
+        if e.value.is_empty_aggregate() {
+            let prev = g.remove(h, key);
+            if existed {
+                // Undone first: the emptied value comes back, then its inverse refills it.
+                undo.push((i, undo_key(h, key, prev)));
+            }
+        }
+        self.push_undo(*seq, undo);
         self.reclaim(&mut g, &mut clock);
         Ok(r)
     }
@@ -1102,12 +1231,12 @@ impl<L: ShardLock<Shard>> Store<L> {
         self.log_append(
             seq,
             |out| {
-                aof::put_set(out, dst, &e.value, e.expire_at);
+                aof::put_value(out, dst, &e.value, e.expire_at);
                 aof::put_del(out, std::iter::once(src));
             },
             |ep, out| {
                 if self.flipped(di, ep) {
-                    aof::put_set(out, dst, &e.value, e.expire_at);
+                    aof::put_value(out, dst, &e.value, e.expire_at);
                 }
                 if self.flipped(si, ep) {
                     aof::put_del(out, std::iter::once(src));
@@ -1182,7 +1311,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             let mut n = 0;
             for (_, k, e) in g.iter_from(0) {
                 if clock.live(e) {
-                    aof::put_set(&mut buf, k, &e.value, e.expire_at);
+                    aof::put_value(&mut buf, k, &e.value, e.expire_at);
                     n += 1;
                 }
             }

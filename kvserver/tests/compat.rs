@@ -104,8 +104,12 @@ async fn both(
     for a in &args[1..] {
         c.arg(*a);
     }
-    let a = show(within("ours", c.query_async(ours)).await);
-    let b = show(within("redis", c.query_async(theirs)).await);
+    let name = std::str::from_utf8(args[0]).unwrap();
+    let a = show(canonical(name, within("ours", c.query_async(ours)).await));
+    let b = show(canonical(
+        name,
+        within("redis", c.query_async(theirs)).await,
+    ));
     (a, b)
 }
 
@@ -342,6 +346,36 @@ async fn set_options_and_expiry_commands_reply_like_redis() {
     );
 }
 
+/// The reply of a command whose order is unspecified (`SMEMBERS`, `HGETALL`, ...), in a
+/// canonical order: items sorted (`HGETALL`: field-value pairs sorted by field).
+fn canonical(cmd: &str, r: redis::RedisResult<Value>) -> redis::RedisResult<Value> {
+    let pairs = cmd.eq_ignore_ascii_case("HGETALL");
+    let unordered = pairs
+        || ["SMEMBERS", "HKEYS", "HVALS", "SPOP"]
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(cmd));
+    match r {
+        // SCAN: [cursor, keys]; the keys sorted.
+        Ok(Value::Array(mut items)) if cmd.eq_ignore_ascii_case("SCAN") && items.len() == 2 => {
+            let keys = canonical("SMEMBERS", Ok(items.pop().unwrap()));
+            items.push(keys.unwrap());
+            Ok(Value::Array(items))
+        }
+        Ok(Value::Array(mut items)) if unordered || cmd.eq_ignore_ascii_case("KEYS") => {
+            let key = |v: &Value| format!("{v:?}");
+            if pairs {
+                let mut p: Vec<Vec<Value>> = items.chunks(2).map(|c| c.to_vec()).collect();
+                p.sort_by_key(|c| key(&c[0]));
+                items = p.into_iter().flatten().collect();
+            } else {
+                items.sort_by_key(key);
+            }
+            Ok(Value::Array(items))
+        }
+        r => r,
+    }
+}
+
 /// Runs `script` against both servers; returns the replies that differ.
 async fn differ(p: &mut Pair, script: &[&[&str]]) -> Vec<String> {
     let mut differ = Vec::new();
@@ -561,6 +595,267 @@ async fn string_and_keyspace_commands_reply_like_redis() {
         &["RANDOMKEY"],
         &["SET", "only", "1"],
         &["RANDOMKEY"],
+    ];
+    let d = differ(&mut p, script).await;
+    assert!(
+        d.is_empty(),
+        "{} replies differ:\n{}",
+        d.len(),
+        d.join("\n")
+    );
+}
+
+/// Lists, hashes, sets and sorted sets (issue 30): every command, its options, edge cases,
+/// errors (`WRONGTYPE` included), empty aggregates deleted, `TYPE`, `SCAN ... TYPE`, `RENAME`,
+/// expiry, against redis-server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_type_commands_reply_like_redis() {
+    let Some(mut p) = pair().await else {
+        return;
+    };
+    let script: &[&[&str]] = &[
+        // lists
+        &["LPUSH", "l", "a", "b", "c"],
+        &["RPUSH", "l", "d", "e"],
+        &["LRANGE", "l", "0", "-1"],
+        &["LRANGE", "l", "1", "2"],
+        &["LRANGE", "l", "-2", "100"],
+        &["LRANGE", "l", "-100", "-4"],
+        &["LRANGE", "l", "3", "1"],
+        &["LRANGE", "l", "10", "20"],
+        &["LRANGE", "l", "x", "1"],
+        &["LRANGE", "nol", "0", "-1"],
+        &["LLEN", "l"],
+        &["LLEN", "nol"],
+        &["LINDEX", "l", "0"],
+        &["LINDEX", "l", "-1"],
+        &["LINDEX", "l", "-6"],
+        &["LINDEX", "l", "5"],
+        &["LINDEX", "l", "x"],
+        &["LINDEX", "nol", "0"],
+        &["TYPE", "l"],
+        &["LPOP", "l"],
+        &["RPOP", "l"],
+        &["LPOP", "l", "2"],
+        &["LPOP", "l", "0"],
+        &["LPOP", "l", "-1"],
+        &["LPOP", "l", "x"],
+        &["LPOP", "l", "1", "2"],
+        &["RPOP", "l", "10"],
+        &["EXISTS", "l"],
+        &["LPOP", "l"],
+        &["LPOP", "l", "1"],
+        &["RPOP", "nol", "0"],
+        &["LPUSH", "l"],
+        &["LLEN"],
+        // hashes
+        &["HSET", "h", "f1", "v1", "f2", "v2"],
+        &["HSET", "h", "f1", "w1", "f3", "v3"],
+        &["HSET", "h", "f1"],
+        &["HSET", "h", "a", "1", "a", "2"],
+        &["HGET", "h", "a"],
+        &["HMSET", "h", "f4", "v4"],
+        &["HGET", "h", "f1"],
+        &["HGET", "h", "nof"],
+        &["HGET", "noh", "f"],
+        &["HMGET", "h", "f1", "nof", "f2"],
+        &["HMGET", "noh", "f1"],
+        &["HGETALL", "h"],
+        &["HGETALL", "noh"],
+        &["HKEYS", "h"],
+        &["HVALS", "h"],
+        &["HLEN", "h"],
+        &["HLEN", "noh"],
+        &["HEXISTS", "h", "f1"],
+        &["HEXISTS", "h", "nof"],
+        &["HINCRBY", "h", "n", "5"],
+        &["HINCRBY", "h", "n", "-7"],
+        &["HINCRBY", "h", "f1", "1"],
+        &["HINCRBY", "h", "n", "x"],
+        &["HINCRBY", "h", "n", "9223372036854775807"],
+        &["HINCRBY", "newh", "n", "3"],
+        &["TYPE", "h"],
+        &["HDEL", "h", "f1", "f1", "nof"],
+        &["HDEL", "h", "f2", "f3", "f4", "a"],
+        &["HDEL", "h", "n"],
+        &["EXISTS", "h"],
+        &["HDEL", "noh", "f"],
+        // sets
+        &["SADD", "s", "a", "b", "c", "a"],
+        &["SADD", "s", "c", "d"],
+        &["SCARD", "s"],
+        &["SCARD", "nos"],
+        &["SISMEMBER", "s", "a"],
+        &["SISMEMBER", "s", "z"],
+        &["SISMEMBER", "nos", "a"],
+        &["SMEMBERS", "s"],
+        &["SMEMBERS", "nos"],
+        &["SREM", "s", "a", "z", "a"],
+        &["SMEMBERS", "s"],
+        &["TYPE", "s"],
+        &["SPOP", "nos"],
+        &["SPOP", "nos", "2"],
+        &["SPOP", "s", "-1"],
+        &["SPOP", "s", "x"],
+        &["SPOP", "s", "1", "2"],
+        &["SPOP", "s", "0"],
+        &["SPOP", "s", "10"],
+        &["EXISTS", "s"],
+        &["SADD", "s1", "only"],
+        &["SPOP", "s1"],
+        &["EXISTS", "s1"],
+        &["SADD", "s2", "x"],
+        &["SREM", "s2", "x"],
+        &["EXISTS", "s2"],
+        // sorted sets
+        &["ZADD", "z", "1", "a", "2", "b", "1.5", "c"],
+        &["ZADD", "z", "3", "a"],
+        &["ZADD", "z", "CH", "4", "a", "5", "d"],
+        &["ZADD", "z", "NX", "10", "a", "6", "e"],
+        &["ZADD", "z", "XX", "11", "a", "7", "f"],
+        &["ZADD", "z", "GT", "CH", "1", "a", "20", "b"],
+        &["ZADD", "z", "LT", "CH", "1", "a", "30", "b"],
+        &["ZADD", "z", "INCR", "2.5", "c"],
+        &["ZADD", "z", "INCR", "NX", "1", "c"],
+        &["ZADD", "z", "XX", "INCR", "1", "nomember"],
+        &["ZADD", "z", "INCR", "1", "a", "2", "b"],
+        &["ZADD", "z", "NX", "XX", "1", "a"],
+        &["ZADD", "z", "GT", "LT", "1", "a"],
+        &["ZADD", "z", "NX", "GT", "1", "a"],
+        &["ZADD", "z", "x", "a"],
+        &["ZADD", "z", "1"],
+        &["ZADD", "z", "1", "a", "2"],
+        &["ZADD", "z", "nan", "a"],
+        &["ZADD", "z", "inf", "top", "-inf", "bottom", "+inf", "top2"],
+        &[
+            "ZADD", "z", "0.1", "tenth", "1e20", "big", "-0.00001", "tiny",
+        ],
+        &["ZADD", "z", "123456789.125", "p", "3.0000000000000004", "q"],
+        &["ZADD", "z", "INCR", "-inf", "top"],
+        &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        &["ZRANGE", "z", "0", "2"],
+        &["ZRANGE", "z", "-3", "-1", "WITHSCORES"],
+        &["ZRANGE", "z", "5", "1"],
+        &["ZRANGE", "z", "0", "-1", "REV"],
+        &["ZRANGE", "z", "0", "1", "REV", "WITHSCORES"],
+        &["ZRANGE", "z", "1", "5", "BYSCORE", "WITHSCORES"],
+        &["ZRANGE", "z", "(1", "5", "BYSCORE"],
+        &["ZRANGE", "z", "1", "(5", "BYSCORE"],
+        &["ZRANGE", "z", "-inf", "+inf", "BYSCORE"],
+        &[
+            "ZRANGE",
+            "z",
+            "+inf",
+            "-inf",
+            "BYSCORE",
+            "REV",
+            "WITHSCORES",
+        ],
+        &["ZRANGE", "z", "5", "1", "BYSCORE", "REV"],
+        &["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "3"],
+        &[
+            "ZRANGE",
+            "z",
+            "-inf",
+            "+inf",
+            "BYSCORE",
+            "LIMIT",
+            "2",
+            "-1",
+            "WITHSCORES",
+        ],
+        &["ZRANGE", "z", "0", "-1", "LIMIT", "1", "2"],
+        &["ZRANGE", "z", "x", "1", "BYSCORE"],
+        &["ZRANGE", "z", "x", "1"],
+        &["ZRANGE", "z", "0", "1", "FOO"],
+        &["ZRANGE", "noz", "0", "-1"],
+        &["ZSCORE", "z", "a"],
+        &["ZSCORE", "z", "tenth"],
+        &["ZSCORE", "z", "big"],
+        &["ZSCORE", "z", "tiny"],
+        &["ZSCORE", "z", "top"],
+        &["ZSCORE", "z", "nomember"],
+        &["ZSCORE", "noz", "a"],
+        &["ZINCRBY", "z", "2.5", "a"],
+        &["ZINCRBY", "z", "1", "newm"],
+        &["ZINCRBY", "z", "x", "a"],
+        &["ZINCRBY", "z", "inf", "bottom"],
+        &["ZINCRBY", "z", "-inf", "top2"],
+        &["ZCARD", "z"],
+        &["ZCARD", "noz"],
+        &["ZREM", "z", "a", "a", "nomember"],
+        &["ZPOPMIN", "z"],
+        &["ZPOPMIN", "z", "2"],
+        &["ZPOPMAX", "z"],
+        &["ZPOPMAX", "z", "2"],
+        &["ZPOPMIN", "z", "-1"],
+        &["ZPOPMIN", "z", "0"],
+        &["ZPOPMIN", "z", "x"],
+        &["ZPOPMIN", "z", "1", "2"],
+        &["ZPOPMIN", "noz"],
+        &["ZPOPMIN", "noz", "3"],
+        &["TYPE", "z"],
+        &["ZPOPMAX", "z", "100"],
+        &["EXISTS", "z"],
+        // WRONGTYPE, both ways, and the commands on keys of every type
+        &["SET", "str", "v"],
+        &["LPUSH", "str", "a"],
+        &["LRANGE", "str", "0", "-1"],
+        &["LPOP", "str"],
+        &["LLEN", "str"],
+        &["LINDEX", "str", "0"],
+        &["HSET", "str", "f", "v"],
+        &["HGET", "str", "f"],
+        &["HGETALL", "str"],
+        &["HINCRBY", "str", "f", "1"],
+        &["HDEL", "str", "f"],
+        &["SADD", "str", "m"],
+        &["SMEMBERS", "str"],
+        &["SISMEMBER", "str", "m"],
+        &["SCARD", "str"],
+        &["SPOP", "str"],
+        &["ZADD", "str", "1", "m"],
+        &["ZRANGE", "str", "0", "-1"],
+        &["ZSCORE", "str", "m"],
+        &["ZPOPMIN", "str"],
+        &["ZCARD", "str"],
+        &["RPUSH", "list", "x", "y"],
+        &["GET", "list"],
+        &["APPEND", "list", "x"],
+        &["INCR", "list"],
+        &["STRLEN", "list"],
+        &["GETRANGE", "list", "0", "1"],
+        &["GETDEL", "list"],
+        &["GETEX", "list"],
+        &["SET", "list", "v", "GET"],
+        &["MGET", "list", "str"],
+        &["SADD", "list", "m"],
+        &["ZADD", "list", "1", "m"],
+        &["HSET", "list", "f", "v"],
+        &["TYPE", "list"],
+        &["RENAME", "list", "list2"],
+        &["LRANGE", "list2", "0", "-1"],
+        &["EXISTS", "list", "list2"],
+        &["EXPIRE", "list2", "100"],
+        &["TTL", "list2"],
+        &["PERSIST", "list2"],
+        &["TTL", "list2"],
+        &["SET", "list2", "now a string"],
+        &["TYPE", "list2"],
+        &["HSET", "hh", "f", "v"],
+        &["SADD", "ss", "m"],
+        &["ZADD", "zz", "1", "m"],
+        &["SCAN", "0", "COUNT", "1000"],
+        &["SCAN", "0", "COUNT", "1000", "TYPE", "hash"],
+        &["SCAN", "0", "COUNT", "1000", "TYPE", "ZSET"],
+        &["SCAN", "0", "COUNT", "1000", "TYPE", "set", "MATCH", "s*"],
+        &["SCAN", "0", "COUNT", "1000", "TYPE", "string"],
+        &["SCAN", "0", "COUNT", "1000", "TYPE", "list"],
+        &["SCAN", "0", "COUNT", "1000", "TYPE", "nosuchtype"],
+        &["KEYS", "*"],
+        &["DBSIZE"],
+        &["DEL", "hh", "ss", "zz", "str", "list2"],
+        &["DBSIZE"],
     ];
     let d = differ(&mut p, script).await;
     assert!(

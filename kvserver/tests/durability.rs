@@ -753,3 +753,220 @@ async fn every_kind_of_refused_write_is_undone() {
     .await;
     assert_eq!(got, before.0, "after a restart");
 }
+
+/// Every key of the keyspace as text: its type, its content in a canonical order (set members
+/// and hash fields sorted, sorted-set members with their scores in order) and whether it has
+/// a deadline. `None` if a read was refused (reads may be, while an undo runs).
+async fn dump_all(c: &mut redis::aio::MultiplexedConnection) -> Option<Vec<String>> {
+    let mut keys: Vec<String> = cmd(c, &["KEYS", "*"]).await.ok()?;
+    keys.sort();
+    let mut out = Vec::new();
+    for k in keys {
+        let t: String = cmd(c, &["TYPE", &k]).await.ok()?;
+        let mut items: Vec<String> = match t.as_str() {
+            "string" => vec![cmd(c, &["GET", &k]).await.ok()?],
+            "list" => cmd(c, &["LRANGE", &k, "0", "-1"]).await.ok()?,
+            "set" => cmd(c, &["SMEMBERS", &k]).await.ok()?,
+            "zset" => cmd(c, &["ZRANGE", &k, "0", "-1", "WITHSCORES"])
+                .await
+                .ok()?,
+            "hash" => {
+                let h: Vec<String> = cmd(c, &["HGETALL", &k]).await.ok()?;
+                h.chunks(2).map(|p| format!("{}={}", p[0], p[1])).collect()
+            }
+            other => panic!("type {other}"),
+        };
+        if t == "set" || t == "hash" {
+            items.sort();
+        }
+        let ttl: i64 = cmd(c, &["TTL", &k]).await.ok()?;
+        out.push(format!("{k} {t} ttl:{} {items:?}", ttl > 0));
+    }
+    Some(out)
+}
+
+/// Lists, hashes, sets and sorted sets in the log and in the snapshot: the keyspace reads back
+/// the same after a restart that replays the log, after a `SAVE` and a restart from the
+/// snapshot, and after more writes logged on top of that snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_survive_restarts_from_the_log_and_the_snapshot() {
+    let tmp = TempDir::new("aggregates");
+    let dir = tmp.path().join("data");
+    let script: &[&[&str]] = &[
+        &["RPUSH", "l", "a", "b", "c", "d"],
+        &["LPUSH", "l", "z"],
+        &["LPOP", "l", "2"],
+        &["RPOP", "l"],
+        &["RPUSH", "gone", "x"],
+        &["LPOP", "gone"],
+        &["HSET", "h", "f1", "v1", "f2", "v2", "f3", "v3"],
+        &["HDEL", "h", "f2"],
+        &["HINCRBY", "h", "n", "41"],
+        &["HINCRBY", "h", "n", "1"],
+        &["SADD", "s", "a", "b", "c", "d"],
+        &["SREM", "s", "b"],
+        &["SPOP", "s"],
+        &["ZADD", "z", "1", "a", "2.5", "b", "-inf", "c", "0.1", "d"],
+        &["ZADD", "z", "INCR", "10", "a"],
+        &["ZINCRBY", "z", "1e300", "b"],
+        &["ZREM", "z", "d"],
+        &["ZPOPMIN", "z"],
+        &["EXPIRE", "z", "1000"],
+        &["SADD", "tmp", "m"],
+        &["RENAME", "tmp", "s2"],
+        &["SET", "str", "v"],
+        &["HSET", "short", "f", "v"],
+        &["PEXPIRE", "short", "1"],
+    ];
+    let more: &[&[&str]] = &[
+        &["RPUSH", "l", "after-save"],
+        &["HDEL", "h", "f1"],
+        &["SADD", "s2", "n"],
+        &["ZADD", "z", "XX", "CH", "5", "b"],
+        &["PERSIST", "z"],
+        &["DEL", "str"],
+    ];
+    let run = |script: &'static [&'static [&'static str]]| {
+        let dir = dir.clone();
+        async move {
+            let srv = start(config(LockKind::Rwsem, Some(&dir), Fsync::Everysec)).await;
+            let mut c = connect(srv.addr).await;
+            for args in script {
+                let _: redis::Value = cmd(&mut c, args).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let d = dump_all(&mut c).await.unwrap();
+            (srv, c, d)
+        }
+    };
+    let restart = || {
+        let dir = dir.clone();
+        async move {
+            let srv = start(config(LockKind::Rwsem, Some(&dir), Fsync::Everysec)).await;
+            let mut c = connect(srv.addr).await;
+            let d = dump_all(&mut c).await.unwrap();
+            (srv, c, d)
+        }
+    };
+    let (srv, c, before) = run(script).await;
+    // Checked by hand against redis-server: what the script leaves.
+    assert_eq!(before.len(), 6, "{before:?}");
+    assert!(before[0].starts_with("h hash ttl:false"), "{before:?}");
+    assert!(
+        before.contains(&r#"l list ttl:false ["b", "c"]"#.to_string()),
+        "{before:?}"
+    );
+    assert!(
+        before.contains(
+            &r#"z zset ttl:true ["a", "11", "b", "1.0000000000000001e+300"]"#.to_string()
+        ),
+        "{before:?}"
+    );
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+    let (srv, mut c, replayed) = restart().await;
+    assert_eq!(replayed, before, "replayed from the log");
+    let _: () = cmd(&mut c, &["SAVE"]).await.unwrap();
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+    let (srv, mut c, from_snapshot) = restart().await;
+    assert_eq!(from_snapshot, before, "loaded from the snapshot");
+    for args in more {
+        let _: redis::Value = cmd(&mut c, args).await.unwrap();
+    }
+    let after = dump_all(&mut c).await.unwrap();
+    assert_ne!(after, before);
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+    let (srv, c, replayed) = restart().await;
+    assert_eq!(replayed, after, "the snapshot, then the log on top of it");
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// Every kind of write to a list, hash, set or sorted set is undone after its batch fails
+/// (pushes, pops that empty a key, field and member changes, `SPOP`'s random members, `ZADD
+/// INCR`, a deadline, `RENAME`, `DEL`, a string written over a list): the keyspace reads back
+/// exactly as it was, before and after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_refused_aggregate_write_is_undone() {
+    let tmp = TempDir::new("undo-agg");
+    let Some(shim) = Shim::build(tmp.path()) else {
+        return;
+    };
+    let data = tmp.path().join("data");
+    let srv = ChildServer::start(&data, "everysec", Some(&shim));
+    let mut c = connect(srv.addr).await;
+    let setup: &[&[&str]] = &[
+        &["RPUSH", "l", "a", "b", "c"],
+        &["RPUSH", "l1", "only"],
+        &["HSET", "h", "f1", "v1", "f2", "v2", "n", "1"],
+        &["HSET", "h1", "f", "v"],
+        &["SADD", "s", "a", "b", "c"],
+        &["SADD", "s1", "m"],
+        &["ZADD", "z", "1", "a", "2", "b", "3", "c"],
+        &["ZADD", "z1", "1", "m"],
+        &["EXPIRE", "h", "1000"],
+        &["SET", "str", "v"],
+    ];
+    for args in setup {
+        let _: redis::Value = cmd(&mut c, args).await.unwrap();
+    }
+    let before = dump_all(&mut c).await.unwrap();
+    shim.set("write-eio");
+    let failed: &[&[&str]] = &[
+        &["LPUSH", "l", "x", "y"],
+        &["RPUSH", "l", "z"],
+        &["LPOP", "l", "2"],
+        &["RPOP", "l1"],
+        &["RPUSH", "l1", "new"],
+        &["LPUSH", "newl", "n"],
+        &["HSET", "h", "f1", "changed", "f9", "new", "f9", "again"],
+        &["HDEL", "h", "f2"],
+        &["HINCRBY", "h", "n", "5"],
+        &["HDEL", "h1", "f"],
+        &["SADD", "s", "d", "a"],
+        &["SREM", "s", "b"],
+        &["SPOP", "s", "2"],
+        &["SPOP", "s1"],
+        &["ZADD", "z", "10", "a", "5", "new", "6", "new"],
+        &["ZADD", "z", "INCR", "1", "b"],
+        &["ZINCRBY", "z", "2", "c"],
+        &["ZREM", "z", "a"],
+        &["ZPOPMIN", "z1"],
+        &["ZPOPMAX", "z", "2"],
+        &["PERSIST", "h"],
+        &["EXPIRE", "s", "100"],
+        &["RENAME", "z", "z2"],
+        &["DEL", "s", "l"],
+        &["SET", "l1", "a string now"],
+        &["SADD", "str2", "m"],
+    ];
+    let mut p = redis::pipe();
+    for args in failed {
+        let c = p.cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+    }
+    let r = within("pipeline", p.query_async::<redis::Value>(&mut c)).await;
+    assert!(r.is_err(), "{r:?}");
+    let t0 = Instant::now();
+    let after = loop {
+        if let Some(s) = dump_all(&mut c).await {
+            break s;
+        }
+        assert!(t0.elapsed() < DEADLINE, "reads still refused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(after, before, "the state after the failed pipeline");
+    shim.set("");
+    drop(c);
+    srv.kill9();
+    let srv = start(config(LockKind::Tokio, Some(&data), Fsync::Everysec)).await;
+    let mut c = connect(srv.addr).await;
+    let restarted = dump_all(&mut c).await.unwrap();
+    assert_eq!(restarted, before, "after a restart");
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}

@@ -25,7 +25,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"TOUCH" => resp::integer(out, store.exists(&args[1..]).await),
         b"TYPE" => {
             let t = store
-                .get(&args[1], |v| if v.is_some() { "string" } else { "none" })
+                .read(&args[1], |v| v.map_or("none", |v| v.type_name()))
                 .await;
             resp::simple(out, t)
         }
@@ -151,7 +151,7 @@ async fn scan<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Ve
     };
     let mut pattern = None;
     let mut count = 10usize;
-    let mut only_strings = true;
+    let mut kind = None;
     let mut i = 2;
     while i < args.len() {
         if i + 1 >= args.len() {
@@ -165,16 +165,15 @@ async fn scan<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Ve
                 Some(_) => return resp::error(out, SYNTAX),
                 None => return resp::error(out, NOT_INT),
             },
-            b"TYPE" => only_strings = args[i + 1].eq_ignore_ascii_case(b"string"),
+            b"TYPE" => kind = Some(&args[i + 1][..]),
             _ => return resp::error(out, SYNTAX),
         }
         i += 2;
     }
     let pattern = pattern.filter(|p| *p != b"*");
-    let (next, keys) = shared.store.scan(cursor, pattern, count).await;
+    let (next, keys) = shared.store.scan(cursor, pattern, kind, count).await;
     resp::array_header(out, 2);
     resp::bulk(out, next.to_string().as_bytes());
-    let keys = if only_strings { keys } else { Vec::new() };
     resp::array_header(out, keys.len());
     for k in &keys {
         resp::bulk(out, k);

@@ -1,12 +1,17 @@
 //! Command dispatch: checks a request's name and arity against [`COMMANDS`], then hands it to
-//! the module of its type (as Redis' `t_string.c`, `t_hash.c`, ...): [`strings`], [`keys`]
-//! (commands on keys of any type), [`server`] (server and connection commands). Each checks
+//! the module of its type (as Redis' `t_string.c`, `t_hash.c`, ...): [`strings`], [`lists`],
+//! [`hashes`], [`sets`], [`zsets`], [`keys`] (commands on keys of any type), [`server`]
+//! (server and connection commands). Each checks
 //! its arguments, calls the store and encodes the reply. No lock is touched here directly; the
 //! store does that.
 
+mod hashes;
 mod keys;
+mod lists;
 mod server;
+mod sets;
 mod strings;
+mod zsets;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -51,48 +56,7 @@ fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
     );
 }
 
-/// Redis commands on the data types this server does not have (`redis-benchmark`'s default
-/// tests use several): they get an error that says so instead of "unknown command".
-const OTHER_TYPES: &[&[u8]] = &[
-    b"LPUSH",
-    b"RPUSH",
-    b"LPOP",
-    b"RPOP",
-    b"LRANGE",
-    b"LLEN",
-    b"LINDEX",
-    b"SADD",
-    b"SPOP",
-    b"SREM",
-    b"SMEMBERS",
-    b"SCARD",
-    b"HSET",
-    b"HGET",
-    b"HMSET",
-    b"HGETALL",
-    b"HDEL",
-    b"HINCRBY",
-    b"ZADD",
-    b"ZPOPMIN",
-    b"ZPOPMAX",
-    b"ZRANGE",
-    b"ZREM",
-    b"ZSCORE",
-    b"ZINCRBY",
-    b"XADD",
-];
-
 fn unknown(out: &mut Vec<u8>, args: &Args) {
-    let (name, len) = upper(&args[0]);
-    if OTHER_TYPES.contains(&&name[..len]) {
-        return resp::error(
-            out,
-            &format!(
-                "ERR unsupported command '{}': this server stores strings only (GET, SET, INCR, MSET, ...)",
-                String::from_utf8_lossy(&args[0]).to_lowercase()
-            ),
-        );
-    }
     let mut msg = format!(
         "ERR unknown command '{}', with args beginning with: ",
         String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
@@ -138,6 +102,10 @@ pub async fn execute<L: ShardLock<Shard>>(
     }
     match spec.group {
         "string" => strings::execute(shared, name, args, out, seq).await,
+        "list" => lists::execute(shared, name, args, out, seq).await,
+        "hash" => hashes::execute(shared, name, args, out, seq).await,
+        "set" => sets::execute(shared, name, args, out, seq).await,
+        "sorted-set" => zsets::execute(shared, name, args, out, seq).await,
         "generic" => keys::execute(shared, name, args, out, seq).await,
         _ => server::execute(shared, client, name, args, out, seq).await,
     }
@@ -155,6 +123,51 @@ fn reply_ok(out: &mut Vec<u8>, r: Result<(), String>) {
         Ok(()) => resp::ok(out),
         Err(e) => resp::error(out, &e),
     }
+}
+
+/// An error reply for `r`'s error (the success was replied already).
+fn reply_err(out: &mut Vec<u8>, r: Result<(), String>) {
+    if let Err(e) = r {
+        resp::error(out, &e)
+    }
+}
+
+/// The RESP2 null array (`*-1`), as `LPOP key count` replies for a missing key.
+fn null_array(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"*-1\r\n");
+}
+
+/// An array of bulk strings.
+fn bulk_array<'a>(out: &mut Vec<u8>, items: impl ExactSizeIterator<Item = &'a [u8]>) {
+    resp::array_header(out, items.len());
+    for it in items {
+        resp::bulk(out, it);
+    }
+}
+
+/// A `count` argument of `LPOP`/`SPOP`/`ZPOPMIN` and friends, read as Redis reads it.
+fn parse_count(a: &[u8]) -> Result<u64, String> {
+    match resp::parse_int(a) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err("ERR value is out of range, must be positive".into()),
+    }
+}
+
+/// Redis' index range (`LRANGE`, `ZRANGE`): negative counts from the end; the inclusive
+/// positions within `0..len`, or `None` if empty.
+fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (start + len).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        stop + len
+    } else {
+        stop.min(len - 1)
+    };
+    (start <= stop && start < len).then_some((start as usize, stop as usize))
 }
 
 // ---- the command table ------------------------------------------------------------------
@@ -216,12 +229,28 @@ pub const COMMANDS: &[Spec] = &[
     spec!("getex", -2, ["write", "fast"], 1, 1, 1, "string", "6.2.0", "O(1)", true, "Get the value of a key and optionally set its expiration"),
     spec!("getrange", 4, ["readonly"], 1, 1, 1, "string", "2.4.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
     spec!("getset", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key and return its old value"),
+    spec!("hdel", -3, ["write", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields removed", true, "Remove fields from a hash"),
+    spec!("hexists", 3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "Whether a hash has a field"),
+    spec!("hget", 3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "The value of a hash field"),
+    spec!("hgetall", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every field and value of a hash"),
+    spec!("hincrby", 4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "Add an integer to a hash field"),
+    spec!("hkeys", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every field of a hash"),
+    spec!("hlen", 2, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "The number of fields of a hash"),
+    spec!("hmget", -3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields asked", true, "The values of several hash fields"),
+    spec!("hmset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set several hash fields (replies OK)"),
+    spec!("hset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set hash fields; replies how many are new"),
+    spec!("hvals", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every value of a hash"),
     spec!("incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by one"),
     spec!("incrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by the given amount"),
     spec!("incrbyfloat", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Increment the float value of a key by the given amount"),
     spec!("info", -1, ["loading", "stale"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get information and statistics about the server"),
     spec!("keys", 2, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(N) with N being the number of keys in the database", true, "Find all keys matching the given pattern"),
     spec!("lastsave", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get the UNIX time stamp of the last successful save to disk"),
+    spec!("lindex", 3, ["readonly"], 1, 1, 1, "list", "1.0.0", "O(1)", true, "The list element at an index"),
+    spec!("llen", 2, ["readonly", "fast"], 1, 1, 1, "list", "1.0.0", "O(1)", true, "The length of a list"),
+    spec!("lpop", -2, ["write", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements popped", true, "Remove and return elements from the head of a list"),
+    spec!("lpush", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements pushed", true, "Insert elements at the head of a list"),
+    spec!("lrange", 4, ["readonly"], 1, 1, 1, "list", "1.0.0", "O(S+N): S the start offset, N the elements returned", true, "A range of list elements by index"),
     spec!("mget", -2, ["readonly", "fast"], 1, -1, 1, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", true, "Get the values of all the given keys"),
     spec!("mset", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values"),
     spec!("msetnx", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values, only if none of the keys exist"),
@@ -235,20 +264,36 @@ pub const COMMANDS: &[Spec] = &[
     spec!("randomkey", 1, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(1)", true, "Return a random key from the keyspace"),
     spec!("rename", 3, ["write"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key"),
     spec!("renamenx", 3, ["write", "fast"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key, only if the new key does not exist"),
+    spec!("rpop", -2, ["write", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements popped", true, "Remove and return elements from the tail of a list"),
+    spec!("rpush", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements pushed", true, "Insert elements at the tail of a list"),
+    spec!("sadd", -3, ["write", "denyoom", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members added", true, "Add members to a set"),
     spec!("save", 1, ["admin", "noscript", "no_async_loading", "no_multi"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", false, "Synchronously save the dataset to disk"),
     spec!("scan", -2, ["readonly"], 0, 0, 0, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate the keys space"),
+    spec!("scard", 2, ["readonly", "fast"], 1, 1, 1, "set", "1.0.0", "O(1)", true, "The number of members of a set"),
     spec!("select", 2, ["loading", "stale", "fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Change the selected database for the current connection"),
     spec!("set", -3, ["write", "denyoom"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key"),
     spec!("setex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Set the value and expiration of a key"),
     spec!("setnx", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the value of a key, only if the key does not exist"),
     spec!("setrange", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.2.0", "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.", true, "Overwrite part of a string at key starting at the specified offset"),
     spec!("shutdown", -1, ["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"], 0, 0, 0, "server", "1.0.0", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)", false, "Synchronously save the dataset to disk and then shut down the server"),
+    spec!("sismember", 3, ["readonly", "fast"], 1, 1, 1, "set", "1.0.0", "O(1)", true, "Whether a set has a member"),
+    spec!("smembers", 2, ["readonly"], 1, 1, 1, "set", "1.0.0", "O(N) in the set size", true, "Every member of a set"),
+    spec!("spop", -2, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members popped", true, "Remove and return random members of a set"),
+    spec!("srem", -3, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members removed", true, "Remove members from a set"),
     spec!("strlen", 2, ["readonly", "fast"], 1, 1, 1, "string", "2.2.0", "O(1)", true, "Get the length of the value stored in a key"),
     spec!("time", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "2.6.0", "O(1)", false, "Return the current server time"),
     spec!("touch", -2, ["readonly", "fast"], 1, -1, 1, "generic", "3.2.1", "O(N) where N is the number of keys that will be touched.", true, "Alters the last access time of a key(s). Returns the number of existing keys specified."),
     spec!("ttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Get the time to live for a key in seconds"),
     spec!("type", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Determine the type stored at key"),
     spec!("unlink", -2, ["write", "fast"], 1, -1, 1, "generic", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.", true, "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
+    spec!("zadd", -4, ["write", "denyoom", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)) per member", true, "Add members to a sorted set or change their scores"),
+    spec!("zcard", 2, ["readonly", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(1)", true, "The number of members of a sorted set"),
+    spec!("zincrby", 4, ["write", "denyoom", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N))", true, "Add to the score of a sorted-set member"),
+    spec!("zpopmax", -2, ["write", "fast"], 1, 1, 1, "sorted-set", "5.0.0", "O(log(N)*M) for M members popped", true, "Remove and return the members with the highest scores"),
+    spec!("zpopmin", -2, ["write", "fast"], 1, 1, 1, "sorted-set", "5.0.0", "O(log(N)*M) for M members popped", true, "Remove and return the members with the lowest scores"),
+    spec!("zrange", -4, ["readonly"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)+M) for M members returned", true, "A range of sorted-set members by index or score"),
+    spec!("zrem", -3, ["write", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(M*log(N)) for M members removed", true, "Remove members from a sorted set"),
+    spec!("zscore", 3, ["readonly", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(1)", true, "The score of a sorted-set member"),
 ];
 
 /// The table entry of an upper-cased command name.

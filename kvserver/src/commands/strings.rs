@@ -8,6 +8,7 @@ use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
 use crate::store::{now_ms, Change, Entry, Expiry, SetOpts, Shard};
+use crate::value::Value;
 
 /// Runs one command of this module (the dispatcher checked its name and arity).
 pub(super) async fn execute<L: ShardLock<Shard>>(
@@ -21,7 +22,11 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
     let max_len = shared.config.limits.max_bulk_len as u64;
     const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
     match name {
-        b"GET" => store.get(&args[1], |v| resp::opt_bulk(out, v)).await,
+        b"GET" => {
+            if let Err(e) = store.get(&args[1], |v| resp::opt_bulk(out, v)).await {
+                resp::error(out, &e)
+            }
+        }
         b"SET" => set(shared, args, out, seq).await,
         b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY" => {
             let delta = if args.len() == 3 {
@@ -51,7 +56,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"MGET" => {
             resp::array_header(out, args.len() - 1);
             store
-                .get_many(&args[1..], |_, v| resp::opt_bulk(out, v))
+                .get_many(&args[1..], |_, v| {
+                    resp::opt_bulk(out, v.and_then(|v| v.bytes().ok()))
+                })
                 .await;
         }
         b"MSET" => {
@@ -64,20 +71,25 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             }
         }
         b"STRLEN" => {
-            let n = store.get(&args[1], |v| v.map_or(0, |v| v.len())).await;
-            resp::integer(out, n as i64)
+            let n = store
+                .get(&args[1], |v| v.map_or(0, |v| v.len() as i64))
+                .await;
+            reply_int(out, n)
         }
         b"GETRANGE" => {
             let (Some(start), Some(end)) = (parse_int(&args[2]), parse_int(&args[3])) else {
                 resp::error(out, NOT_INT);
                 return Flow::Continue;
             };
-            store
+            let r = store
                 .get(&args[1], |v| {
                     let v = v.unwrap_or(b"");
                     resp::bulk(out, getrange(v, start, end))
                 })
-                .await
+                .await;
+            if let Err(e) = r {
+                resp::error(out, &e)
+            }
         }
         b"APPEND" => {
             let add = &args[2];
@@ -85,22 +97,23 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .update(&args[1], seq, |e, _| match e {
                     None => Ok((
                         Change::Put(Entry {
-                            value: add.clone(),
+                            value: Value::Str(add.clone()),
                             expire_at: 0,
                         }),
                         add.len() as i64,
                     )),
                     Some(e) => {
-                        if e.value.len() as u64 + add.len() as u64 > max_len {
+                        let old = e.value.bytes()?;
+                        if old.len() as u64 + add.len() as u64 > max_len {
                             return Err(TOO_BIG.into());
                         }
-                        let mut value = Vec::with_capacity(e.value.len() + add.len());
-                        value.extend_from_slice(&e.value);
+                        let mut value = Vec::with_capacity(old.len() + add.len());
+                        value.extend_from_slice(old);
                         value.extend_from_slice(add);
                         let n = value.len() as i64;
                         Ok((
                             Change::Put(Entry {
-                                value,
+                                value: Value::Str(value),
                                 expire_at: e.expire_at,
                             }),
                             n,
@@ -122,7 +135,8 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             let part = &args[3];
             let r = store
                 .update(&args[1], seq, |e, _| {
-                    let old_len = e.map_or(0, |e| e.value.len());
+                    let old = e.map(|e| e.value.bytes()).transpose()?;
+                    let old_len = old.map_or(0, |v| v.len());
                     if part.is_empty() {
                         return Ok((Change::Keep, old_len as i64));
                     }
@@ -131,7 +145,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                         Some(end) if end <= max_len => end as usize,
                         _ => return Err(TOO_BIG.into()),
                     };
-                    let mut value = e.map_or_else(Vec::new, |e| e.value.clone());
+                    let mut value = old.map_or_else(Vec::new, <[u8]>::to_vec);
                     if value.len() < end {
                         value.resize(end, 0);
                     }
@@ -139,7 +153,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                     let n = value.len() as i64;
                     Ok((
                         Change::Put(Entry {
-                            value,
+                            value: Value::Str(value),
                             expire_at: e.map_or(0, |e| e.expire_at),
                         }),
                         n,
@@ -197,7 +211,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             let r = store
                 .update(&args[1], seq, |e, _| {
                     Ok(match e {
-                        Some(e) => (Change::Del, Some(e.value.clone())),
+                        Some(e) => (Change::Del, Some(e.value.bytes()?.to_vec())),
                         None => (Change::Keep, None),
                     })
                 })
@@ -227,7 +241,10 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             let r = store
                 .update(&args[1], seq, |e, _| {
                     let (old, at) = match e {
-                        Some(e) => (ldouble::parse(&e.value).ok_or(NOT_FLOAT)?, e.expire_at),
+                        Some(e) => (
+                            ldouble::parse(e.value.bytes()?).ok_or(NOT_FLOAT)?,
+                            e.expire_at,
+                        ),
                         None => (ldouble::parse(b"0").expect("zero"), 0),
                     };
                     let (Parsed::Finite(old), Parsed::Finite(incr)) = (old, &incr) else {
@@ -237,7 +254,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                     let text = ldouble::format(v).into_bytes();
                     Ok((
                         Change::Put(Entry {
-                            value: text.clone(),
+                            value: Value::Str(text.clone()),
                             expire_at: at,
                         }),
                         text,
@@ -407,7 +424,7 @@ async fn getex<L: ShardLock<Shard>>(
             let Some(e) = e else {
                 return Ok((Change::Keep, None));
             };
-            let value = Some(e.value.clone());
+            let value = Some(e.value.bytes()?.to_vec());
             if let Some(at) = expire {
                 let n = parse_int(&args[at]).ok_or(NOT_INT)?;
                 let relative = kinds & (EX | PX) != 0;

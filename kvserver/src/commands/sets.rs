@@ -1,0 +1,110 @@
+//! Set commands (as Redis' `t_set.c`): `SADD`, `SREM`, `SPOP` (with a count), `SMEMBERS`,
+//! `SISMEMBER`, `SCARD`.
+
+use std::sync::Arc;
+
+use rand::seq::IteratorRandom;
+
+use super::{bulk_array, parse_count, reply_err, reply_int, unknown, Flow, SYNTAX};
+use crate::lock::ShardLock;
+use crate::resp::{self, Args};
+use crate::shared::Shared;
+use crate::store::Shard;
+use crate::value::{Mutation, Value};
+
+/// Runs one command of this module (the dispatcher checked its name and arity).
+pub(super) async fn execute<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    name: &[u8],
+    mut args: Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) -> Flow {
+    let store = &shared.store;
+    match name {
+        b"SADD" | b"SREM" => {
+            let members: Vec<Vec<u8>> = args.drain(2..).collect();
+            let add = name == b"SADD";
+            let r = store
+                .mutate(&args[1], seq, |v| {
+                    let s = v.map(Value::set).transpose()?;
+                    let mut seen = std::collections::HashSet::new();
+                    let mut picked: Vec<Vec<u8>> = Vec::new();
+                    for m in &members {
+                        let present = s.is_some_and(|s| s.contains(m));
+                        if present != add && seen.insert(&m[..]) {
+                            picked.push(m.clone());
+                        }
+                    }
+                    let n = picked.len() as i64;
+                    let m = match (n, add) {
+                        (0, _) => None,
+                        (_, true) => Some(Mutation::SAdd(picked)),
+                        (_, false) => Some(Mutation::SRem(picked)),
+                    };
+                    Ok((m, n))
+                })
+                .await;
+            reply_int(out, r)
+        }
+        b"SPOP" => {
+            if args.len() > 3 {
+                resp::error(out, SYNTAX);
+                return Flow::Continue;
+            }
+            let count = match args.get(2).map(|a| parse_count(a)).transpose() {
+                Ok(c) => c,
+                Err(e) => {
+                    resp::error(out, &e);
+                    return Flow::Continue;
+                }
+            };
+            // The members are chosen here and logged by name, so replay removes the same ones.
+            let r = store
+                .mutate(&args[1], seq, |v| {
+                    let Some(s) = v.map(Value::set).transpose()? else {
+                        return Ok((None, Vec::new()));
+                    };
+                    let n = count.unwrap_or(1).min(s.len() as u64) as usize;
+                    let picked: Vec<Vec<u8>> = s
+                        .iter()
+                        .cloned()
+                        .choose_multiple(&mut rand::thread_rng(), n);
+                    let m = (!picked.is_empty()).then(|| Mutation::SRem(picked.clone()));
+                    Ok((m, picked))
+                })
+                .await;
+            match (r, count) {
+                (Err(e), _) => resp::error(out, &e),
+                (Ok(picked), None) => resp::opt_bulk(out, picked.first().map(|m| &m[..])),
+                (Ok(picked), Some(_)) => bulk_array(out, picked.iter().map(|m| &m[..])),
+            }
+        }
+        b"SMEMBERS" | b"SCARD" => {
+            let r = store
+                .read(&args[1], |v| {
+                    let s = v.map(Value::set).transpose()?;
+                    if name == b"SCARD" {
+                        resp::integer(out, s.map_or(0, |s| s.len() as i64));
+                    } else {
+                        let empty = Default::default();
+                        bulk_array(out, s.unwrap_or(&empty).iter().map(|m| &m[..]));
+                    }
+                    Ok(())
+                })
+                .await;
+            reply_err(out, r)
+        }
+        b"SISMEMBER" => {
+            let r = store
+                .read(&args[1], |v| {
+                    let s = v.map(Value::set).transpose()?;
+                    Ok(s.is_some_and(|s| s.contains(&args[2])) as i64)
+                })
+                .await;
+            reply_int(out, r)
+        }
+        _ => unknown(out, &args),
+    }
+    Flow::Continue
+}

@@ -1,0 +1,437 @@
+//! The values a key can hold (a string, a list, a hash, a set, a sorted set) and the changes
+//! ([`Mutation`]) the aggregate commands make to them.
+//!
+//! A command on an aggregate decides, under its shard's write lock, the exact change it makes
+//! (a `ZADD ... INCR` its resulting score, an `SPOP` the members it took): that change is the
+//! log record (replayed by [`apply`] exactly as it ran), and applying it returns its inverse,
+//! kept as undo information until the record is written. So a write to a large aggregate logs
+//! and keeps only what it changed, never the whole value.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+/// A key's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Str(Vec<u8>),
+    List(VecDeque<Vec<u8>>),
+    Hash(HashMap<Vec<u8>, Vec<u8>>),
+    Set(HashSet<Vec<u8>>),
+    ZSet(Box<ZSet>),
+}
+
+/// `-WRONGTYPE`, as Redis words it.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+impl Value {
+    /// The name `TYPE` gives it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
+        }
+    }
+
+    /// The bytes of a string; `WRONGTYPE` for the other types.
+    pub fn bytes(&self) -> Result<&[u8], String> {
+        match self {
+            Value::Str(v) => Ok(v),
+            _ => Err(WRONGTYPE.into()),
+        }
+    }
+
+    /// The list; `WRONGTYPE` for the other types.
+    pub fn list(&self) -> Result<&VecDeque<Vec<u8>>, String> {
+        match self {
+            Value::List(l) => Ok(l),
+            _ => Err(WRONGTYPE.into()),
+        }
+    }
+
+    /// The hash; `WRONGTYPE` for the other types.
+    pub fn hash(&self) -> Result<&HashMap<Vec<u8>, Vec<u8>>, String> {
+        match self {
+            Value::Hash(h) => Ok(h),
+            _ => Err(WRONGTYPE.into()),
+        }
+    }
+
+    /// The set; `WRONGTYPE` for the other types.
+    pub fn set(&self) -> Result<&HashSet<Vec<u8>>, String> {
+        match self {
+            Value::Set(s) => Ok(s),
+            _ => Err(WRONGTYPE.into()),
+        }
+    }
+
+    /// The sorted set; `WRONGTYPE` for the other types.
+    pub fn zset(&self) -> Result<&ZSet, String> {
+        match self {
+            Value::ZSet(z) => Ok(z),
+            _ => Err(WRONGTYPE.into()),
+        }
+    }
+
+    /// Whether it is an aggregate with no element left (such a key is deleted).
+    pub fn is_empty_aggregate(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::List(l) => l.is_empty(),
+            Value::Hash(h) => h.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
+}
+
+/// A sorted set: member -> score, and (score, member) in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ZSet {
+    scores: HashMap<Vec<u8>, f64>,
+    order: BTreeSet<(ScoreKey, Vec<u8>)>,
+}
+
+/// A score as an ordered key (NaN never gets in: commands refuse it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ScoreKey(u64);
+
+impl ScoreKey {
+    pub fn new(f: f64) -> ScoreKey {
+        let f = if f == 0.0 { 0.0 } else { f }; // -0 and 0 compare equal, as in Redis
+        let b = f.to_bits();
+        ScoreKey(if b >> 63 == 1 { !b } else { b | (1 << 63) })
+    }
+}
+
+impl ZSet {
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+    pub fn score(&self, member: &[u8]) -> Option<f64> {
+        self.scores.get(member).copied()
+    }
+    /// Sets a member's score; returns the old one.
+    pub fn insert(&mut self, member: Vec<u8>, score: f64) -> Option<f64> {
+        let old = self.remove(&member);
+        self.order.insert((ScoreKey::new(score), member.clone()));
+        self.scores.insert(member, score);
+        old
+    }
+    /// Removes a member; returns its score.
+    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
+        let (m, s) = self.scores.remove_entry(member)?;
+        self.order.remove(&(ScoreKey::new(s), m));
+        Some(s)
+    }
+    /// (member, score) in ascending order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
+        self.order.iter().map(|(_, m)| (&m[..], self.scores[m]))
+    }
+    /// The members whose scores lie in `lo..=hi` (each bound exclusive if its flag says so),
+    /// ascending.
+    pub fn range_by_score(
+        &self,
+        lo: f64,
+        lo_ex: bool,
+        hi: f64,
+        hi_ex: bool,
+    ) -> impl Iterator<Item = (&[u8], f64)> + '_ {
+        let start = (ScoreKey::new(lo), Vec::new());
+        self.order
+            .range(start..)
+            .map(|(_, m)| (&m[..], self.scores[m]))
+            .filter(move |&(_, s)| !(lo_ex && s == lo))
+            .take_while(move |&(_, s)| if hi_ex { s < hi } else { s <= hi })
+    }
+}
+
+/// One deterministic change to a key's aggregate value, as logged and as undone.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mutation {
+    /// Push each item in turn at the head (`left`) or the tail.
+    Push {
+        left: bool,
+        items: Vec<Vec<u8>>,
+    },
+    /// Remove `count` items from the head (`left`) or the tail.
+    Pop {
+        left: bool,
+        count: u64,
+    },
+    HSet(Vec<(Vec<u8>, Vec<u8>)>),
+    HDel(Vec<Vec<u8>>),
+    SAdd(Vec<Vec<u8>>),
+    SRem(Vec<Vec<u8>>),
+    /// Set each member's score.
+    ZAdd(Vec<(f64, Vec<u8>)>),
+    ZRem(Vec<Vec<u8>>),
+}
+
+impl Mutation {
+    /// An empty value of the type this change applies to (for a key that does not exist).
+    pub fn empty_value(&self) -> Value {
+        match self {
+            Mutation::Push { .. } | Mutation::Pop { .. } => Value::List(VecDeque::new()),
+            Mutation::HSet(_) | Mutation::HDel(_) => Value::Hash(HashMap::new()),
+            Mutation::SAdd(_) | Mutation::SRem(_) => Value::Set(HashSet::new()),
+            Mutation::ZAdd(_) | Mutation::ZRem(_) => Value::ZSet(Box::default()),
+        }
+    }
+}
+
+/// Applies `m` to `v` (which has the type `m` is for: the commands check it) and returns the
+/// changes that undo it, to be applied in order. `None`: `v` is not of `m`'s type (a damaged
+/// log; commands never ask for it).
+pub fn apply(v: &mut Value, m: Mutation) -> Option<Vec<Mutation>> {
+    let mut undo = Vec::new();
+    match (v, m) {
+        (Value::List(l), Mutation::Push { left, items }) => {
+            let count = items.len() as u64;
+            for it in items {
+                if left {
+                    l.push_front(it)
+                } else {
+                    l.push_back(it)
+                }
+            }
+            undo.push(Mutation::Pop { left, count });
+        }
+        (Value::List(l), Mutation::Pop { left, count }) => {
+            let mut items = Vec::new();
+            for _ in 0..count {
+                let it = if left { l.pop_front() } else { l.pop_back() };
+                match it {
+                    Some(it) => items.push(it),
+                    None => break,
+                }
+            }
+            items.reverse();
+            undo.push(Mutation::Push { left, items });
+        }
+        (Value::Hash(h), Mutation::HSet(pairs)) => {
+            let (mut back, mut gone) = (Vec::new(), Vec::new());
+            for (f, val) in pairs {
+                let fc = f.clone();
+                match h.insert(f, val) {
+                    Some(old) => back.push((fc, old)),
+                    None => gone.push(fc),
+                }
+            }
+            // Restore in reverse: a field set twice gets its first old value back last.
+            back.reverse();
+            undo.push(Mutation::HSet(back));
+            undo.push(Mutation::HDel(gone));
+        }
+        (Value::Hash(h), Mutation::HDel(fields)) => {
+            let back: Vec<_> = fields
+                .into_iter()
+                .filter_map(|f| h.remove_entry(&f))
+                .collect();
+            undo.push(Mutation::HSet(back));
+        }
+        (Value::Set(s), Mutation::SAdd(members)) => {
+            let mut added = Vec::new();
+            for m in members {
+                if !s.contains(&m) {
+                    added.push(m.clone());
+                    s.insert(m);
+                }
+            }
+            undo.push(Mutation::SRem(added));
+        }
+        (Value::Set(s), Mutation::SRem(members)) => {
+            let back: Vec<_> = members.into_iter().filter_map(|m| s.take(&m)).collect();
+            undo.push(Mutation::SAdd(back));
+        }
+        (Value::ZSet(z), Mutation::ZAdd(pairs)) => {
+            let (mut back, mut gone) = (Vec::new(), Vec::new());
+            for (score, m) in pairs {
+                let mc = m.clone();
+                match z.insert(m, score) {
+                    Some(old) => back.push((old, mc)),
+                    None => gone.push(mc),
+                }
+            }
+            back.reverse();
+            undo.push(Mutation::ZAdd(back));
+            undo.push(Mutation::ZRem(gone));
+        }
+        (Value::ZSet(z), Mutation::ZRem(members)) => {
+            let back: Vec<_> = members
+                .into_iter()
+                .filter_map(|m| z.remove(&m).map(|s| (s, m)))
+                .collect();
+            undo.push(Mutation::ZAdd(back));
+        }
+        _ => return None,
+    }
+    Some(undo)
+}
+
+/// A double as Redis 7.0 prints it in replies (`%.17g`: 17 significant digits, trailing zeros
+/// dropped; `inf`, `-inf`).
+pub fn format_double(f: f64) -> String {
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    let sci = format!("{:.16e}", f); // d.dddddddddddddddde[-]x
+    let (mant, exp) = sci.split_once('e').expect("exponent");
+    let exp: i32 = exp.parse().expect("exponent");
+    let (neg, mant) = match mant.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mant),
+    };
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let mut s = String::new();
+    if neg {
+        s.push('-');
+    }
+    if !(-4..17).contains(&exp) {
+        let d = digits.trim_end_matches('0');
+        s.push_str(&d[..1]);
+        if d.len() > 1 {
+            s.push('.');
+            s.push_str(&d[1..]);
+        }
+        s.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
+    } else if exp < 0 {
+        s.push_str("0.");
+        for _ in 0..(-exp - 1) {
+            s.push('0');
+        }
+        s.push_str(digits.trim_end_matches('0'));
+    } else {
+        let point = exp as usize + 1;
+        s.push_str(&digits[..point]);
+        let frac = digits[point..].trim_end_matches('0');
+        if !frac.is_empty() {
+            s.push('.');
+            s.push_str(frac);
+        }
+    }
+    s
+}
+
+/// A score or increment as Redis reads one (`inf`, `+inf`, `-inf` included; NaN refused).
+pub fn parse_double(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.starts_with(|c: char| c.is_whitespace()) {
+        return None;
+    }
+    let f: f64 = s.parse().ok()?;
+    // Rust also reads "infinity" and "nan", as strtod does; NaN is refused like Redis does.
+    (!f.is_nan()).then_some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_print_as_redis_does() {
+        for (f, s) in [
+            (1.0, "1"),
+            (1.5, "1.5"),
+            (-2.25, "-2.25"),
+            (0.1, "0.10000000000000001"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (1e20, "1e+20"),
+            (1e16, "10000000000000000"),
+            (1e17, "1e+17"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0000000000000001e-05"),
+            (123456789.125, "123456789.125"),
+            (3.0e-300, "3.0000000000000002e-300"),
+        ] {
+            assert_eq!(format_double(f), s, "{f}");
+        }
+    }
+
+    #[test]
+    fn undo_restores_every_mutation() {
+        let mut h = Value::Hash(HashMap::new());
+        apply(&mut h, Mutation::HSet(vec![(b"a".to_vec(), b"1".to_vec())])).unwrap();
+        let cases = [
+            (
+                Value::List(VecDeque::from(vec![b"x".to_vec(), b"y".to_vec()])),
+                vec![
+                    Mutation::Push {
+                        left: true,
+                        items: vec![b"a".to_vec(), b"b".to_vec()],
+                    },
+                    Mutation::Pop {
+                        left: false,
+                        count: 3,
+                    },
+                    Mutation::Pop {
+                        left: true,
+                        count: 9,
+                    },
+                ],
+            ),
+            (
+                h,
+                vec![
+                    Mutation::HSet(vec![
+                        (b"a".to_vec(), b"2".to_vec()),
+                        (b"b".to_vec(), b"3".to_vec()),
+                        (b"a".to_vec(), b"4".to_vec()),
+                        (b"c".to_vec(), b"5".to_vec()),
+                        (b"c".to_vec(), b"6".to_vec()),
+                    ]),
+                    Mutation::HDel(vec![b"a".to_vec(), b"z".to_vec()]),
+                ],
+            ),
+            (
+                Value::ZSet(Box::default()),
+                vec![
+                    Mutation::ZAdd(vec![(1.0, b"a".to_vec()), (2.0, b"b".to_vec())]),
+                    Mutation::ZAdd(vec![(5.0, b"a".to_vec()), (6.0, b"a".to_vec())]),
+                    Mutation::ZAdd(vec![(7.0, b"c".to_vec()), (8.0, b"c".to_vec())]),
+                    Mutation::ZRem(vec![b"b".to_vec(), b"q".to_vec()]),
+                ],
+            ),
+            (
+                Value::Set(HashSet::new()),
+                vec![
+                    Mutation::SAdd(vec![b"a".to_vec(), b"a".to_vec(), b"b".to_vec()]),
+                    Mutation::SRem(vec![b"a".to_vec(), b"c".to_vec()]),
+                ],
+            ),
+        ];
+        for (start, muts) in cases {
+            let mut v = start.clone();
+            let mut states = vec![v.clone()];
+            let mut undos = Vec::new();
+            for m in muts {
+                undos.push(apply(&mut v, m).unwrap());
+                states.push(v.clone());
+            }
+            states.pop();
+            for u in undos.into_iter().rev() {
+                for m in u {
+                    apply(&mut v, m).unwrap();
+                }
+                assert_eq!(v, states.pop().unwrap());
+            }
+            assert_eq!(v, start);
+        }
+    }
+}
