@@ -19,6 +19,18 @@ use super::{ClassKey, LockClass, Mode};
 
 type Site = &'static Location<'static>;
 
+/// One acquire of an order: by `holder`, holding the first class in `held_mode` (taken
+/// at `held_site`), of the second in `mode` at `site` (`upgrade`: by an upgrade).
+#[derive(Clone, Copy, Debug)]
+struct Order {
+    holder: Holder,
+    held_mode: Mode,
+    held_site: Site,
+    mode: Mode,
+    site: Site,
+    upgrade: bool,
+}
+
 /// An order seen: a holder held a lock of the first class and acquired one of the
 /// second. The sites and modes are those of the first time; `held_modes` and the flags
 /// gather every time.
@@ -38,6 +50,20 @@ struct Edge {
     upgrades_only: bool,
     /// Whether a cycle through it has been reported.
     reported: bool,
+}
+
+impl Edge {
+    /// The acquire that made it first.
+    fn order(&self) -> Order {
+        Order {
+            holder: self.holder,
+            held_mode: self.held_mode,
+            held_site: self.held_site,
+            mode: self.mode,
+            site: self.site,
+            upgrade: self.upgrades_only,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -248,7 +274,15 @@ impl Graph {
                     )
                 })
             } else {
-                self.cycle(held_class, class)
+                let now = Order {
+                    holder,
+                    held_mode,
+                    held_site,
+                    mode,
+                    site,
+                    upgrade,
+                };
+                self.cycle(held_class, class, now)
             };
             if report.is_some() {
                 if let Some(edge) = self.edges.get_mut(&pair) {
@@ -269,7 +303,7 @@ impl Graph {
     /// - a cycle whose every order one flow made alone, in a holder that may be one of
     ///   several futures of a task, is not reported: lockdep cannot tell a flow's orders
     ///   from those of its siblings (`join!`), and one flow cannot deadlock with itself.
-    fn cycle(&self, first: u32, second: u32) -> Option<String> {
+    fn cycle(&self, first: u32, second: u32, now: Order) -> Option<String> {
         let closing = &self.edges[&(first, second)];
         let path = self.path(second, first, closing.upgrades_only, closing.held_modes)?;
         let mut classes = vec![first, second];
@@ -281,7 +315,10 @@ impl Graph {
         let one_flow = edges.iter().all(|edge| {
             !edge.shared && edge.holder.same_flow(closing.holder) && closing.holder.concurrent()
         });
-        (!one_flow).then(|| self.cycle_report(&classes, &edges))
+        let orders: Vec<Order> = std::iter::once(now)
+            .chain(edges[1..].iter().map(|edge| edge.order()))
+            .collect();
+        (!one_flow).then(|| self.cycle_report(&classes, &orders))
     }
 
     /// A path of orders from class `from` to class `to`, as the classes after `from`, if
@@ -324,8 +361,9 @@ impl Graph {
         None
     }
 
-    /// The report of the cycle through `classes` (the new order first), made of `edges`.
-    fn cycle_report(&self, classes: &[u32], edges: &[&Edge]) -> String {
+    /// The report of the cycle through `classes` (the acquire now first), made of
+    /// `orders`.
+    fn cycle_report(&self, classes: &[u32], orders: &[Order]) -> String {
         let names: Vec<String> = classes
             .iter()
             .map(|&class| self.classes[class as usize].to_string())
@@ -335,9 +373,9 @@ impl Graph {
             classes.len() - 1,
             names.join(" -> ")
         );
-        for (i, edge) in edges.iter().enumerate() {
+        for (i, edge) in orders.iter().enumerate() {
             let when = if i == 0 { "now" } else { "seen before" };
-            let how = if edge.upgrades_only {
+            let how = if edge.upgrade {
                 "upgraded to"
             } else {
                 "then acquired"

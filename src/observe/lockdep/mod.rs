@@ -709,6 +709,63 @@ pub(crate) fn released(class: &LockClass, held: HeldState) {
     class.holds.fetch_sub(1, Relaxed);
 }
 
+/// Panics with `message` as the payload (a `String`), as `panic!` would, but prints it
+/// itself, with the backtrace (when `RUST_BACKTRACE` asks for one) from the user's first
+/// frame on: the frames of the panic machinery and of the lock are left out. The panic
+/// hook is not run (`resume_unwind`): a test harness sees the payload, a `JoinError` has
+/// it, `catch_unwind` catches it.
+fn panic_with(message: &str) -> ! {
+    let backtrace = std::backtrace::Backtrace::capture();
+    let mut err = std::io::stderr().lock();
+    let thread = std::thread::current();
+    let _ = writeln!(
+        err,
+        "\nthread '{}' panicked with a lockdep report:\n{message}",
+        thread.name().unwrap_or("<unnamed>")
+    );
+    if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+        let _ = writeln!(
+            err,
+            "stack backtrace (from the first frame outside async-rwsem and std):\n{}",
+            user_frames(&backtrace.to_string())
+        );
+    }
+    drop(err);
+    std::panic::resume_unwind(Box::new(message.to_owned()))
+}
+
+/// The frames of a printed backtrace from the first one that is not the lock's, std's or
+/// core's (a frame: its numbered line, then its `at` lines).
+fn user_frames(backtrace: &str) -> String {
+    let mut out = String::new();
+    let mut keep = false;
+    for line in backtrace.lines() {
+        let frame = line.trim_start();
+        let numbered = frame
+            .split_once(": ")
+            .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
+        if numbered && !keep {
+            let symbol = frame.split_once(": ").map_or("", |(_, symbol)| symbol);
+            let symbol = symbol.trim_start_matches('<');
+            keep = ![
+                "async_rwsem::",
+                "std::",
+                "core::",
+                "alloc::",
+                "__rustc",
+                "rust_begin_unwind",
+            ]
+            .iter()
+            .any(|internal| symbol.starts_with(internal));
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 thread_local! {
     /// Whether the checks are off on this thread (the crate's own tests).
@@ -760,7 +817,7 @@ fn deliver(report: Report, message: &str) {
                 "{message}\n  (reported on standard error: the thread is already panicking)"
             );
         }
-        Report::Panic => panic!("{message}"),
+        Report::Panic => panic_with(message),
         Report::Stderr => {
             // A closed standard error loses the report; it must not panic.
             let _ = writeln!(std::io::stderr(), "{message}");
