@@ -60,11 +60,6 @@
 //! - **`tracing`**: `tracing` events (target `async_rwsem::contention`, level TRACE)
 //!   named after the kernel's tracepoints: `contention_begin` when an acquire first has to
 //!   wait, `contention_end` when it stops, with `wait_us` and `acquired`.
-//! - **`lockdep`**: lock-order checking for debug builds and tests, the kernel's
-//!   `lockdep` with tasks for threads: an acquire whose order of lock classes closes a
-//!   cycle, or that takes a lock its task already holds, is reported (a panic, by
-//!   default) the first time it happens, even if nothing deadlocks in that run. See the
-//!   module `lockdep`; `RwLock::with_lockdep_class` names a lock's class.
 //!
 //!   With it, built with `RUSTFLAGS="--cfg tokio_unstable"` as tokio's own
 //!   instrumentation is, each lock is visible in
@@ -75,6 +70,16 @@
 //!   task that awaits it). The constructors are `const`, so a lock's span is made at its
 //!   first acquire: a lock never acquired is not listed. `examples/console.rs` (in the
 //!   repository) shows the set-up.
+//! - **`lockdep`**: lock-order checking for debug builds and tests, the kernel's
+//!   `lockdep` with tasks for threads (and the futures a task runs at once, told apart by
+//!   their wakers): an acquire whose order of lock classes closes a cycle that two
+//!   holders made is reported (a panic, by default) the first time it happens, even if
+//!   nothing deadlocks in that run; an acquire of a lock its holder already holds is
+//!   reported at once from a thread, and from a task once it has waited
+//!   `lockdep::deadlock_timeout()` (the holder may be a sibling future that lets go).
+//!   Upgrades are ordered as write acquisitions. See the module `lockdep` (what is and
+//!   is not detected, with an example of each); `RwLock::with_lockdep_class` names a
+//!   lock's class.
 //!
 //! # Choosing a policy
 //!
