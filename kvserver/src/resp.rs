@@ -1,11 +1,46 @@
-//! RESP2, the Redis wire protocol: an incremental request parser and reply encoders.
+//! The Redis wire protocol: an incremental request parser and reply encoders for RESP2 and
+//! RESP3.
 //!
 //! Pure protocol code: no locks, no store, no I/O. The connection feeds the bytes it has read
 //! to [`RequestParser::next`], which hands back whole commands (multibulk arrays of bulk strings,
-//! or inline commands as sent by `redis-cli`/telnet) and resumes where it stopped when a command
-//! is split across reads, so a huge pipelined array costs linear time, not quadratic.
+//! or inline commands as sent by `redis-cli`/telnet, with Redis' quoting rules) and resumes where
+//! it stopped when a command is split across reads, so a huge pipelined array costs linear time,
+//! not quadratic.
+//!
+//! # RESP2 and RESP3
+//! A connection speaks RESP2 until it sends `HELLO 3`. The encoders whose output differs between
+//! the two ([`null`], [`null_array`], [`map_header`], [`set_header`], [`double`], [`boolean`],
+//! [`verbatim`]) read the protocol of the connection they run for from a task-local value that
+//! the connection sets up ([`with_protocol`]) and `HELLO` changes ([`set_protocol`]); outside
+//! such a task they encode RESP2. So a command writes its reply once, for both protocols.
 
+use std::cell::Cell;
 use std::fmt;
+use std::future::Future;
+
+tokio::task_local! {
+    static PROTOCOL: Cell<u8>;
+}
+
+/// Runs `fut` (a connection) with its protocol starting at RESP2.
+pub fn with_protocol<F: Future>(fut: F) -> impl Future<Output = F::Output> {
+    PROTOCOL.scope(Cell::new(2), fut)
+}
+
+/// The protocol version (2 or 3) the current connection speaks; 2 outside a connection.
+pub fn protocol() -> u8 {
+    PROTOCOL.try_with(Cell::get).unwrap_or(2)
+}
+
+/// Switches the current connection to protocol `version` (2 or 3), for the replies encoded
+/// from now on; no effect outside a connection.
+pub fn set_protocol(version: u8) {
+    let _ = PROTOCOL.try_with(|p| p.set(version));
+}
+
+fn resp3() -> bool {
+    protocol() == 3
+}
 
 /// Size limits the parser enforces; exceeding one is a protocol error.
 #[derive(Clone, Copy, Debug)]
@@ -148,7 +183,8 @@ impl RequestParser {
         }
     }
 
-    /// An inline request: one line of space-separated words (quotes are not interpreted).
+    /// An inline request: one line of words separated by white space, where a word may be
+    /// quoted as Redis reads it ([`split_inline`]).
     fn inline(&mut self, buf: &[u8], pos: &mut usize) -> Result<Option<Args>, ProtocolError> {
         let Some(nl) = buf[*pos..].iter().position(|&b| b == b'\n') else {
             if buf.len() - *pos > self.limits.max_inline_len {
@@ -163,16 +199,89 @@ impl RequestParser {
         if let [rest @ .., b'\r'] = line {
             line = rest;
         }
-        let args: Args = line
-            .split(|b| *b == b' ' || *b == b'\t')
-            .filter(|w| !w.is_empty())
-            .map(|w| w.to_vec())
-            .collect();
+        let args = split_inline(line)?;
         if args.len() > self.limits.max_array_len {
             return perr("too many arguments in inline request");
         }
         *pos += nl + 1;
         Ok(Some(args))
+    }
+}
+
+/// Splits an inline command line into its words, with the quoting of `redis-cli` and of Redis'
+/// own inline requests: `"..."` takes the escapes `\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\a`
+/// and `\xHH` (any other escaped byte stands for itself), `'...'` only `\'`; a closing quote
+/// must end the word. An unterminated quote, or a closing one followed by anything but white
+/// space, is a protocol error.
+pub fn split_inline(line: &[u8]) -> Result<Args, ProtocolError> {
+    const UNBALANCED: &str = "unbalanced quotes in request";
+    let space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    let mut args = Args::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && space(line[i]) {
+            i += 1;
+        }
+        if i == line.len() {
+            return Ok(args);
+        }
+        let mut word = Vec::new();
+        let quote = match line[i] {
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                Some(q)
+            }
+            _ => None,
+        };
+        loop {
+            let Some(&b) = line.get(i) else {
+                if quote.is_some() {
+                    return perr(UNBALANCED);
+                }
+                break;
+            };
+            match quote {
+                None if space(b) => break,
+                None => word.push(b),
+                Some(q) if b == q => {
+                    i += 1;
+                    if line.get(i).is_some_and(|&n| !space(n)) {
+                        return perr(UNBALANCED);
+                    }
+                    break;
+                }
+                Some(b'"') if b == b'\\' && i + 1 < line.len() => {
+                    let hex = |c: u8| (c as char).to_digit(16);
+                    let e = line[i + 1];
+                    match (
+                        e,
+                        line.get(i + 2).and_then(|&c| hex(c)),
+                        line.get(i + 3).and_then(|&c| hex(c)),
+                    ) {
+                        (b'x', Some(h), Some(l)) => {
+                            word.push((h * 16 + l) as u8);
+                            i += 2;
+                        }
+                        _ => word.push(match e {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            other => other,
+                        }),
+                    }
+                    i += 1;
+                }
+                Some(_) if b == b'\\' && line.get(i + 1) == Some(&b'\'') => {
+                    word.push(b'\'');
+                    i += 1;
+                }
+                Some(_) => word.push(b),
+            }
+            i += 1;
+        }
+        args.push(word);
     }
 }
 
@@ -283,8 +392,86 @@ pub fn bulk(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// A null: RESP3 `_`, RESP2 a null bulk string.
 pub fn null(out: &mut Vec<u8>) {
-    out.extend_from_slice(b"$-1\r\n");
+    out.extend_from_slice(if resp3() { b"_\r\n" } else { b"$-1\r\n" });
+}
+
+/// A null array (an aborted `EXEC`): RESP3 `_`, RESP2 `*-1`.
+pub fn null_array(out: &mut Vec<u8>) {
+    out.extend_from_slice(if resp3() { b"_\r\n" } else { b"*-1\r\n" });
+}
+
+fn aggregate(out: &mut Vec<u8>, kind: u8, len: usize) {
+    out.push(kind);
+    decimal(out, len as i64);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A map of `len` key-value pairs (the caller writes `2 * len` elements): RESP3 `%`, RESP2 a
+/// flat array of `2 * len` elements.
+pub fn map_header(out: &mut Vec<u8>, len: usize) {
+    if resp3() {
+        aggregate(out, b'%', len)
+    } else {
+        aggregate(out, b'*', 2 * len)
+    }
+}
+
+/// A set of `len` elements: RESP3 `~`, RESP2 an array.
+pub fn set_header(out: &mut Vec<u8>, len: usize) {
+    aggregate(out, if resp3() { b'~' } else { b'*' }, len)
+}
+
+/// A boolean: RESP3 `#t`/`#f`, RESP2 the integer 1 or 0.
+pub fn boolean(out: &mut Vec<u8>, v: bool) {
+    if resp3() {
+        out.extend_from_slice(if v { b"#t\r\n" } else { b"#f\r\n" });
+    } else {
+        integer(out, v as i64)
+    }
+}
+
+/// A double as Redis 7.0 prints it (`%.17g`; `inf`, `-inf`, `nan`): RESP3 `,`, RESP2 a bulk
+/// string.
+pub fn double(out: &mut Vec<u8>, v: f64) {
+    let text = format_double(v);
+    if resp3() {
+        out.push(b',');
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    } else {
+        bulk(out, text.as_bytes())
+    }
+}
+
+/// `v` formatted as C's `%.17g` (what Redis 7.0 replies for a double), `inf`/`-inf`/`nan` for
+/// the special values.
+pub fn format_double(v: f64) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: the format takes one double; snprintf writes at most buf.len() bytes, NUL included.
+    let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v) };
+    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(buf.len() - 1)]).into_owned()
+}
+
+/// A text reply Redis sends as a verbatim string (`INFO`, `CLIENT LIST`): RESP3 `=` with the
+/// `txt` format, RESP2 a bulk string.
+pub fn verbatim(out: &mut Vec<u8>, text: &[u8]) {
+    if resp3() {
+        out.push(b'=');
+        decimal(out, text.len() as i64 + 4);
+        out.extend_from_slice(b"\r\ntxt:");
+        out.extend_from_slice(text);
+        out.extend_from_slice(b"\r\n");
+    } else {
+        bulk(out, text)
+    }
 }
 
 pub fn opt_bulk(out: &mut Vec<u8>, data: Option<&[u8]>) {
@@ -295,9 +482,7 @@ pub fn opt_bulk(out: &mut Vec<u8>, data: Option<&[u8]>) {
 }
 
 pub fn array_header(out: &mut Vec<u8>, len: usize) {
-    out.push(b'*');
-    decimal(out, len as i64);
-    out.extend_from_slice(b"\r\n");
+    aggregate(out, b'*', len)
 }
 
 #[cfg(test)]
@@ -344,6 +529,75 @@ mod tests {
         assert!(parse_all(b"*1\r\n$2\r\nabcd\r\n").is_err());
         assert!(parse_all(b"*99999999999\r\n").is_err());
         assert_eq!(parse_all(b"PING\r\n\r\n*0\r\n").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn inline_quoting() {
+        let words = |line: &[u8]| {
+            split_inline(line).map(|a| {
+                a.iter()
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(
+            words(b"set k \"hello world\"").unwrap(),
+            ["set", "k", "hello world"]
+        );
+        assert_eq!(words(b"\"a\\x41b\\x4\"").unwrap(), ["aAbx4"]);
+        assert_eq!(words(b"'a\\'b' \"\"").unwrap(), ["a'b", ""]);
+        assert_eq!(words(b"'a\\nb'").unwrap(), ["a\\nb"]);
+        assert_eq!(words(b" \t a\tb  ").unwrap(), ["a", "b"]);
+        for bad in [&b"\"abc"[..], b"'abc", b"\"a\"b", b"'a'b", b"\"a\\\""] {
+            assert_eq!(
+                split_inline(bad).unwrap_err().to_string(),
+                "Protocol error: unbalanced quotes in request"
+            );
+        }
+    }
+
+    #[test]
+    fn doubles_print_as_redis_7_0() {
+        assert_eq!(format_double(1.5), "1.5");
+        assert_eq!(format_double(0.1), "0.10000000000000001");
+        assert_eq!(format_double(1e300), "1.0000000000000001e+300");
+        assert_eq!(format_double(-3.0), "-3");
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+        let mut out = Vec::new();
+        double(&mut out, 2.5);
+        boolean(&mut out, true);
+        map_header(&mut out, 2);
+        set_header(&mut out, 3);
+        null(&mut out);
+        null_array(&mut out);
+        verbatim(&mut out, b"hi");
+        assert_eq!(
+            out,
+            b"$3\r\n2.5\r\n:1\r\n*4\r\n*3\r\n$-1\r\n*-1\r\n$2\r\nhi\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn resp3_encodings_follow_the_connection() {
+        let out = with_protocol(async {
+            let mut out = Vec::new();
+            null(&mut out);
+            set_protocol(3);
+            double(&mut out, 2.5);
+            boolean(&mut out, false);
+            map_header(&mut out, 2);
+            set_header(&mut out, 3);
+            null(&mut out);
+            null_array(&mut out);
+            verbatim(&mut out, b"hi");
+            out
+        })
+        .await;
+        assert_eq!(
+            out,
+            b"$-1\r\n,2.5\r\n#f\r\n%2\r\n~3\r\n_\r\n_\r\n=6\r\ntxt:hi\r\n"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -207,7 +207,7 @@ async fn serve<L: ShardLock<Shard>>(
                         continue;
                     }
                     shared.stats.connected.fetch_add(1, Ordering::Relaxed);
-                    conns.spawn(connection(shared.clone(), sock, peer, shutdown_rx.clone()));
+                    conns.spawn(resp::with_protocol(connection(shared.clone(), sock, peer, shutdown_rx.clone())));
                 }
                 Err(e) => {
                     // e.g. out of file descriptors: back off instead of spinning, and say so
@@ -488,17 +488,13 @@ async fn connection<L: ShardLock<Shard>>(
 ) {
     use std::os::unix::io::AsRawFd;
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let info = Arc::new(ClientInfo {
+    let info = Arc::new(ClientInfo::new(
         id,
-        addr: peer,
-        laddr: sock.local_addr().unwrap_or(peer),
-        fd: sock.as_raw_fd(),
-        name: Default::default(),
-        created: Instant::now(),
-        last_active_ms: AtomicU64::new(shared.started.elapsed().as_millis() as u64),
-        out_bytes: AtomicUsize::new(0),
-        in_bytes: AtomicUsize::new(0),
-    });
+        peer,
+        sock.local_addr().unwrap_or(peer),
+        sock.as_raw_fd(),
+        shared.started.elapsed().as_millis() as u64,
+    ));
     shared
         .clients
         .lock()

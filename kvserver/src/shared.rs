@@ -4,7 +4,7 @@
 //! `server`: the dependency goes one way (server -> commands -> shared -> store).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,7 +121,21 @@ pub struct ClientInfo {
     pub out_bytes: AtomicUsize,
     /// Bytes of requests read and not parsed yet.
     pub in_bytes: AtomicUsize,
+    /// The protocol version `HELLO` chose (2 or 3).
+    pub resp: AtomicU8,
+    /// The last command run (the one running, from its own `CLIENT LIST`), as
+    /// [`crate::commands::last_command_name`] reads it; [`NO_COMMAND`] before the first.
+    pub last_cmd: AtomicUsize,
+    /// `CLIENT SETINFO LIB-NAME` and `LIB-VER`.
+    pub(crate) lib: std::sync::Mutex<(String, String)>,
+    /// The client is inside `MULTI` (`flags=x`), with this many commands queued.
+    pub multi: AtomicUsize,
 }
+
+/// [`ClientInfo::last_cmd`] before the first command.
+pub const NO_COMMAND: usize = usize::MAX;
+/// [`ClientInfo::multi`] outside `MULTI`.
+pub const NOT_IN_MULTI: usize = usize::MAX;
 
 impl ClientInfo {
     pub fn name(&self) -> Vec<u8> {
@@ -132,6 +146,35 @@ impl ClientInfo {
         *self.name.lock().unwrap_or_else(|e| e.into_inner()) = name.to_vec();
     }
 
+    /// A client as a connection starts it.
+    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr, fd: i32, now_ms: u64) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            fd,
+            name: Default::default(),
+            created: Instant::now(),
+            last_active_ms: AtomicU64::new(now_ms),
+            out_bytes: AtomicUsize::new(0),
+            in_bytes: AtomicUsize::new(0),
+            resp: AtomicU8::new(2),
+            last_cmd: AtomicUsize::new(NO_COMMAND),
+            lib: Default::default(),
+            multi: AtomicUsize::new(NOT_IN_MULTI),
+        }
+    }
+
+    /// Sets `CLIENT SETINFO`'s library name (`name`) or version.
+    pub fn set_lib(&self, name: bool, value: &str) {
+        let mut lib = self.lib.lock().unwrap_or_else(|e| e.into_inner());
+        if name {
+            lib.0 = value.into();
+        } else {
+            lib.1 = value.into();
+        }
+    }
+
     /// One `CLIENT LIST` line (Redis 7.0's fields; those that have no meaning here are given
     /// their idle values).
     pub fn describe(&self, started: Instant) -> String {
@@ -139,8 +182,15 @@ impl ClientInfo {
         let idle = now_ms.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
         let omem = self.out_bytes.load(Ordering::Relaxed);
         let qbuf = self.in_bytes.load(Ordering::Relaxed);
+        let (lib_name, lib_ver) = self.lib.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let multi = self.multi.load(Ordering::Relaxed);
+        let (flags, multi) = if multi == NOT_IN_MULTI {
+            ("N", -1)
+        } else {
+            ("x", multi as i64)
+        };
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd=NULL user=default redir=-1 resp=2",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db=0 sub=0 psub=0 ssub=0 multi={multi} qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
             self.id,
             self.addr,
             self.laddr,
@@ -148,6 +198,8 @@ impl ClientInfo {
             String::from_utf8_lossy(&self.name()),
             self.created.elapsed().as_secs(),
             omem + qbuf,
+            crate::commands::last_command_name(self.last_cmd.load(Ordering::Relaxed)),
+            self.resp.load(Ordering::Relaxed),
         )
     }
 }

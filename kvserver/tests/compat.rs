@@ -1030,3 +1030,117 @@ async fn time_saves_client_list_and_command_table_agree_with_redis() {
 fn store_now() -> u64 {
     kvserver::store::now_ms()
 }
+
+/// One whole reply read off a raw connection (RESP2 or RESP3), as the bytes it came in.
+async fn read_reply(s: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    async fn line(s: &mut tokio::net::TcpStream, out: &mut Vec<u8>) -> String {
+        let start = out.len();
+        while !out.ends_with(b"\r\n") || out.len() - start < 2 {
+            out.push(s.read_u8().await.unwrap());
+        }
+        String::from_utf8_lossy(&out[start..out.len() - 2]).into_owned()
+    }
+    let mut out = Vec::new();
+    let mut pending = 1usize;
+    while pending > 0 {
+        pending -= 1;
+        let kind = s.read_u8().await.unwrap();
+        out.push(kind);
+        let text = line(s, &mut out).await;
+        match kind {
+            b'$' | b'=' | b'!' => {
+                let n: i64 = text.parse().unwrap();
+                if n >= 0 {
+                    let mut body = vec![0u8; n as usize + 2];
+                    s.read_exact(&mut body).await.unwrap();
+                    out.extend_from_slice(&body);
+                }
+            }
+            b'*' | b'~' | b'>' => pending += text.parse::<i64>().unwrap().max(0) as usize,
+            b'%' | b'|' => pending += 2 * text.parse::<usize>().unwrap(),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Under RESP3 (`HELLO 3`), the same requests get the same bytes from both servers: nulls,
+/// maps, sets, verbatim strings and the `HELLO` errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp3_replies_are_byte_for_byte_redis() {
+    use tokio::io::AsyncWriteExt;
+    let Some(redis) = redis_server().await else {
+        return;
+    };
+    let srv = start(config(LockKind::Rwsem, None, Fsync::Everysec)).await;
+    let script: &[&[&str]] = &[
+        &["HELLO", "4"],
+        &["HELLO", "1"],
+        &["HELLO", "x"],
+        &["HELLO", "3", "AUTH", "bob", "pw"],
+        &["HELLO", "3", "AUTH", "default"],
+        &["HELLO", "3", "SETNAME", "a b"],
+        &["HELLO", "3", "BOGUS"],
+        &["GET", "nokey"],
+        &["CLIENT", "GETNAME"],
+        &["HELLO", "3", "SETNAME", "me"],
+        &["CLIENT", "GETNAME"],
+        &["FLUSHALL"],
+        &["RANDOMKEY"],
+        &["GET", "nokey"],
+        &["SET", "k", "v"],
+        &["MGET", "k", "nokey", "k"],
+        &["SET", "k", "w", "NX"],
+        &["SET", "k", "w", "XX", "GET"],
+        &["SET", "k2", "w", "GET"],
+        &["GETDEL", "nokey"],
+        &["GETEX", "nokey", "PERSIST"],
+        &["GETSET", "nokey2", "x"],
+        &["INCRBYFLOAT", "f", "1.5"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "GET", "nosuchparam"],
+        &["COMMAND", "INFO", "nosuch"],
+        &["TTL", "k"],
+        &["EXISTS", "k", "nokey"],
+        &["TYPE", "k"],
+        &["ECHO", "hi"],
+        &["PING"],
+        &["HELLO", "2", "AUTH", "default", "x"],
+        &["GET", "nokey"],
+    ];
+    let mut bad = Vec::new();
+    let mut conns = Vec::new();
+    for addr in [srv.addr, ([127, 0, 0, 1], redis.port).into()] {
+        conns.push(
+            within("connect", tokio::net::TcpStream::connect(addr))
+                .await
+                .unwrap(),
+        );
+    }
+    for words in script {
+        let mut req = format!("*{}\r\n", words.len()).into_bytes();
+        for w in *words {
+            req.extend_from_slice(format!("${}\r\n{w}\r\n", w.len()).as_bytes());
+        }
+        let mut replies = Vec::new();
+        for c in conns.iter_mut() {
+            c.write_all(&req).await.unwrap();
+            replies.push(within("reply", read_reply(c)).await);
+        }
+        // HELLO's description names each server's own version and client id.
+        if words[0] == "HELLO" && replies[1][0] != b'-' {
+            assert_eq!(replies[0][0], replies[1][0], "{words:?}");
+            continue;
+        }
+        if replies[0] != replies[1] {
+            bad.push(format!(
+                "{words:?}: ours {:?} redis {:?}",
+                String::from_utf8_lossy(&replies[0]),
+                String::from_utf8_lossy(&replies[1])
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "RESP3 replies differ:\n{}", bad.join("\n"));
+    srv.stop().await.unwrap();
+}

@@ -89,10 +89,15 @@ pub async fn execute<L: ShardLock<Shard>>(
 ) -> Flow {
     let (name, len) = upper(&args[0]);
     let name = &name[..len];
-    let Some(spec) = spec(name) else {
+    let Some(index) = spec_index(name) else {
         unknown(out, &args);
         return Flow::Continue;
     };
+    let spec = &COMMANDS[index];
+    client.last_cmd.store(
+        command_id(index, &args),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if !arity_ok(&args, spec.arity) {
         wrong_args(out, &args[0]);
         return Flow::Continue;
@@ -240,6 +245,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("hmset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set several hash fields (replies OK)"),
     spec!("hset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set hash fields; replies how many are new"),
     spec!("hvals", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every value of a hash"),
+    spec!("hello", -1, ["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0, "connection", "6.0.0", "O(1)", false, "Handshake with Redis"),
     spec!("incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by one"),
     spec!("incrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by the given amount"),
     spec!("incrbyfloat", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Increment the float value of a key by the given amount"),
@@ -298,7 +304,64 @@ pub const COMMANDS: &[Spec] = &[
 
 /// The table entry of an upper-cased command name.
 fn spec(upper_name: &[u8]) -> Option<&'static Spec> {
+    spec_index(upper_name).map(|i| &COMMANDS[i])
+}
+
+/// The index in [`COMMANDS`] of a command name (any case).
+fn spec_index(name: &[u8]) -> Option<usize> {
     COMMANDS
         .iter()
-        .find(|s| s.name.as_bytes().eq_ignore_ascii_case(upper_name))
+        .position(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// The subcommands `CLIENT LIST` names as `container|sub` in its `cmd=` field.
+const SUBCOMMANDS: &[&str] = &[
+    "client|id",
+    "client|getname",
+    "client|setname",
+    "client|list",
+    "client|info",
+    "client|setinfo",
+    "client|no-evict",
+    "client|no-touch",
+    "command|count",
+    "command|list",
+    "command|info",
+    "command|docs",
+    "config|get",
+    "config|set",
+    "config|resetstat",
+    "config|rewrite",
+    "function|flush",
+    "object|encoding",
+    "object|freq",
+    "object|idletime",
+    "object|refcount",
+];
+
+/// Where [`ClientInfo::last_cmd`] numbers [`SUBCOMMANDS`] from.
+const SUB_BASE: usize = 1 << 16;
+
+/// The [`ClientInfo::last_cmd`] value of a request for command `index`.
+fn command_id(index: usize, args: &Args) -> usize {
+    let name = COMMANDS[index].name;
+    if let Some(sub) = args.get(1).filter(|_| COMMANDS[index].arity == -2) {
+        if let Some(i) = SUBCOMMANDS.iter().position(|s| {
+            s.len() == name.len() + 1 + sub.len()
+                && s.starts_with(name)
+                && s.as_bytes()[name.len() + 1..].eq_ignore_ascii_case(sub)
+        }) {
+            return SUB_BASE + i;
+        }
+    }
+    index
+}
+
+/// The name `CLIENT LIST` shows for a [`ClientInfo::last_cmd`] value (`NULL` before any).
+pub fn last_command_name(id: usize) -> &'static str {
+    match id {
+        i if i < COMMANDS.len() => COMMANDS[i].name,
+        i if i >= SUB_BASE && i - SUB_BASE < SUBCOMMANDS.len() => SUBCOMMANDS[i - SUB_BASE],
+        _ => "NULL",
+    }
 }

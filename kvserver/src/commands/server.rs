@@ -31,6 +31,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             _ => wrong_args(out, &args[0]),
         },
         b"ECHO" => resp::bulk(out, &args[1]),
+        b"HELLO" => hello(client, &args, out),
         b"QUIT" => {
             resp::ok(out);
             return Flow::Close;
@@ -62,7 +63,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"SHUTDOWN" => return shutdown(shared, &args, out).await,
         b"INFO" => {
             let text = info(shared, args.get(1).map(|s| &s[..])).await;
-            resp::bulk(out, text.as_bytes());
+            resp::verbatim(out, text.as_bytes());
         }
         b"CONFIG" => config(shared, &args, out),
         b"TIME" => {
@@ -126,7 +127,7 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
             }
         }
     }
-    resp::array_header(out, hits.len() * 2);
+    resp::map_header(out, hits.len());
     for (k, v) in hits {
         resp::bulk(out, k.as_bytes());
         resp::bulk(out, v.as_bytes());
@@ -149,7 +150,7 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
     if want("server") {
         let _ = write!(
             s,
-            "# Server\r\nredis_version:7.0.0\r\nkvserver_version:{}\r\nlock:{}\r\nshards:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nprocess_id:{}\r\n\r\n",
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nkvserver_version:{}\r\nlock:{}\r\nshards:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nprocess_id:{}\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
             L::NAME,
             shared.store.shard_count(),
@@ -238,7 +239,7 @@ fn reply_spec(out: &mut Vec<u8>, s: &Spec) {
     resp::array_header(out, 10);
     resp::bulk(out, s.name.as_bytes());
     resp::integer(out, s.arity as i64);
-    resp::array_header(out, s.flags.len());
+    resp::set_header(out, s.flags.len());
     for f in s.flags {
         resp::simple(out, f);
     }
@@ -246,7 +247,7 @@ fn reply_spec(out: &mut Vec<u8>, s: &Spec) {
     resp::integer(out, s.last_key);
     resp::integer(out, s.step);
     let cat = format!("@{}", s.group);
-    resp::array_header(out, 1);
+    resp::set_header(out, 1);
     resp::simple(out, &cat);
     resp::array_header(out, 0); // tips
     resp::array_header(out, 0); // key specs
@@ -255,7 +256,7 @@ fn reply_spec(out: &mut Vec<u8>, s: &Spec) {
 
 fn reply_docs(out: &mut Vec<u8>, s: &Spec) {
     resp::bulk(out, s.name.as_bytes());
-    resp::array_header(out, 8);
+    resp::map_header(out, 4);
     for (k, v) in [
         ("summary", s.summary),
         ("since", s.since),
@@ -328,7 +329,7 @@ fn command(args: &Args, out: &mut Vec<u8>) {
                     .filter_map(|a| spec(&a.to_ascii_uppercase()))
                     .collect()
             };
-            resp::array_header(out, 2 * found.len());
+            resp::map_header(out, found.len());
             for s in found {
                 reply_docs(out, s);
             }
@@ -358,7 +359,7 @@ fn client_cmd<L: ShardLock<Shard>>(
             }
         }
         b"SETNAME" if n == 3 => {
-            if args[2].iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+            if !valid_name(&args[2]) {
                 return resp::error(
                     out,
                     "ERR Client names cannot contain spaces, newlines or special characters.",
@@ -367,7 +368,33 @@ fn client_cmd<L: ShardLock<Shard>>(
             client.set_name(&args[2]);
             resp::ok(out)
         }
-        b"SETINFO" if n == 4 => resp::ok(out),
+        b"SETINFO" if n == 4 => {
+            let attr = args[2].to_ascii_lowercase();
+            let which = match &attr[..] {
+                b"lib-name" => true,
+                b"lib-ver" => false,
+                _ => {
+                    return resp::error(
+                        out,
+                        &format!(
+                            "ERR Unrecognized option '{}'",
+                            String::from_utf8_lossy(&args[2])
+                        ),
+                    )
+                }
+            };
+            if !valid_name(&args[3]) {
+                return resp::error(
+                    out,
+                    &format!(
+                        "ERR {} cannot contain spaces, newlines or special characters.",
+                        String::from_utf8_lossy(&attr)
+                    ),
+                );
+            }
+            client.set_lib(which, &String::from_utf8_lossy(&args[3]));
+            resp::ok(out)
+        }
         b"LIST" => {
             let mut i = 2;
             let mut only: Option<Vec<u64>> = None;
@@ -411,17 +438,103 @@ fn client_cmd<L: ShardLock<Shard>>(
                     text.push('\n');
                 }
             }
-            resp::bulk(out, text.as_bytes());
+            resp::verbatim(out, text.as_bytes());
         }
         b"INFO" if n == 2 => {
             let mut text = client.describe(shared.started);
             text.push('\n');
-            resp::bulk(out, text.as_bytes());
+            resp::verbatim(out, text.as_bytes());
         }
         b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => wrong_sub_args(out, args),
         _ => unknown_subcommand(out, args),
     }
 }
+
+/// A client name or library name: printable ASCII without spaces (may be empty).
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|b| (b'!'..=b'~').contains(b))
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME name]]`: switches the connection's
+/// protocol (2 or 3) and replies with the server's description, in the new protocol. There are
+/// no passwords: `AUTH` accepts the `default` user with any password, as Redis does when
+/// `requirepass` is unset. Nothing changes unless every option is valid.
+fn hello(client: &ClientInfo, args: &Args, out: &mut Vec<u8>) {
+    let mut version = None;
+    if let Some(v) = args.get(1) {
+        match parse_int(v) {
+            Some(v @ 2..=3) => version = Some(v as u8),
+            Some(_) => return resp::error(out, "NOPROTO unsupported protocol version"),
+            None => {
+                return resp::error(
+                    out,
+                    "ERR Protocol version is not an integer or out of range",
+                )
+            }
+        }
+    }
+    let mut name = None;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        match &opt[..] {
+            b"AUTH" if i + 2 < args.len() => {
+                if args[i + 1] != b"default" {
+                    return resp::error(
+                        out,
+                        "WRONGPASS invalid username-password pair or user is disabled.",
+                    );
+                }
+                i += 3;
+            }
+            b"SETNAME" if i + 1 < args.len() => {
+                if !valid_name(&args[i + 1]) {
+                    return resp::error(
+                        out,
+                        "ERR Client names cannot contain spaces, newlines or special characters.",
+                    );
+                }
+                name = Some(&args[i + 1]);
+                i += 2;
+            }
+            _ => {
+                return resp::error(
+                    out,
+                    &format!(
+                        "ERR Syntax error in HELLO option '{}'",
+                        String::from_utf8_lossy(&args[i])
+                    ),
+                )
+            }
+        }
+    }
+    if let Some(name) = name {
+        client.set_name(name);
+    }
+    if let Some(v) = version {
+        resp::set_protocol(v);
+        client.resp.store(v, Ordering::Relaxed);
+    }
+    resp::map_header(out, 7);
+    for (k, v) in [("server", "redis"), ("version", REDIS_VERSION)] {
+        resp::bulk(out, k.as_bytes());
+        resp::bulk(out, v.as_bytes());
+    }
+    resp::bulk(out, b"proto");
+    resp::integer(out, client.resp.load(Ordering::Relaxed) as i64);
+    resp::bulk(out, b"id");
+    resp::integer(out, client.id as i64);
+    for (k, v) in [("mode", "standalone"), ("role", "master")] {
+        resp::bulk(out, k.as_bytes());
+        resp::bulk(out, v.as_bytes());
+    }
+    resp::bulk(out, b"modules");
+    resp::array_header(out, 0);
+}
+
+/// The Redis version this server says it is (`INFO`, `HELLO`): the one whose commands and
+/// replies it follows.
+const REDIS_VERSION: &str = "7.0.0";
 
 /// `BGSAVE [SCHEDULE]`: the `SAVE` in a task of its own (shard read locks one at a time,
 /// writers to that shard queue meanwhile); `INFO persistence` shows its progress and outcome.
