@@ -432,10 +432,10 @@ pub fn boolean(out: &mut Vec<u8>, v: bool) {
     }
 }
 
-/// A double as Redis 7.0 prints it (`%.17g`; `inf`, `-inf`, `nan`): RESP3 `,`, RESP2 a bulk
+/// A double as Redis 7.0 prints it ([`crate::value::format_double`]): RESP3 `,`, RESP2 a bulk
 /// string.
 pub fn double(out: &mut Vec<u8>, v: f64) {
-    let text = format_double(v);
+    let text = crate::value::format_double(v);
     if resp3() {
         out.push(b',');
         out.extend_from_slice(text.as_bytes());
@@ -443,21 +443,6 @@ pub fn double(out: &mut Vec<u8>, v: f64) {
     } else {
         bulk(out, text.as_bytes())
     }
-}
-
-/// `v` formatted as C's `%.17g` (what Redis 7.0 replies for a double), `inf`/`-inf`/`nan` for
-/// the special values.
-pub fn format_double(v: f64) -> String {
-    if v.is_nan() {
-        return "nan".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    let mut buf = [0u8; 64];
-    // SAFETY: the format takes one double; snprintf writes at most buf.len() bytes, NUL included.
-    let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v) };
-    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(buf.len() - 1)]).into_owned()
 }
 
 /// A text reply Redis sends as a verbatim string (`INFO`, `CLIENT LIST`): RESP3 `=` with the
@@ -557,13 +542,7 @@ mod tests {
     }
 
     #[test]
-    fn doubles_print_as_redis_7_0() {
-        assert_eq!(format_double(1.5), "1.5");
-        assert_eq!(format_double(0.1), "0.10000000000000001");
-        assert_eq!(format_double(1e300), "1.0000000000000001e+300");
-        assert_eq!(format_double(-3.0), "-3");
-        assert_eq!(format_double(f64::INFINITY), "inf");
-        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+    fn resp2_encodings() {
         let mut out = Vec::new();
         double(&mut out, 2.5);
         boolean(&mut out, true);

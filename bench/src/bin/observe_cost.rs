@@ -45,7 +45,9 @@ fn main() {
 
 /// ns per uncontended lock+unlock.
 fn uncontended(iterations: u64, write: bool) -> f64 {
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let lock = RwLock::new(0u64);
         // Warm up: the first acquire registers the lock's class.

@@ -132,7 +132,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                         b"HKEYS" => bulk_array(out, h.keys().map(|k| &k[..])),
                         b"HVALS" => bulk_array(out, h.values().map(|k| &k[..])),
                         _ => {
-                            resp::array_header(out, 2 * h.len());
+                            resp::map_header(out, h.len());
                             for (k, v) in h {
                                 resp::bulk(out, k);
                                 resp::bulk(out, v);

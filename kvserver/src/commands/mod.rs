@@ -139,7 +139,21 @@ fn reply_err(out: &mut Vec<u8>, r: Result<(), String>) {
 
 /// The RESP2 null array (`*-1`), as `LPOP key count` replies for a missing key.
 fn null_array(out: &mut Vec<u8>) {
-    out.extend_from_slice(b"*-1\r\n");
+    resp::null_array(out)
+}
+
+/// Members with their scores (`ZRANGE ... WITHSCORES`, `ZPOPMIN` with a count): RESP2 a flat
+/// array of member, score, ...; RESP3 an array of [member, double] pairs, as Redis replies.
+fn scored_array<'a>(out: &mut Vec<u8>, items: impl ExactSizeIterator<Item = (&'a [u8], f64)>) {
+    let pairs = resp::protocol() == 3;
+    resp::array_header(out, if pairs { items.len() } else { 2 * items.len() });
+    for (m, s) in items {
+        if pairs {
+            resp::array_header(out, 2);
+        }
+        resp::bulk(out, m);
+        resp::double(out, s);
+    }
 }
 
 /// An array of bulk strings.
@@ -235,6 +249,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("getrange", 4, ["readonly"], 1, 1, 1, "string", "2.4.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
     spec!("getset", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key and return its old value"),
     spec!("hdel", -3, ["write", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields removed", true, "Remove fields from a hash"),
+    spec!("hello", -1, ["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0, "connection", "6.0.0", "O(1)", false, "Handshake with Redis"),
     spec!("hexists", 3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "Whether a hash has a field"),
     spec!("hget", 3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "The value of a hash field"),
     spec!("hgetall", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every field and value of a hash"),
@@ -245,7 +260,6 @@ pub const COMMANDS: &[Spec] = &[
     spec!("hmset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set several hash fields (replies OK)"),
     spec!("hset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set hash fields; replies how many are new"),
     spec!("hvals", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every value of a hash"),
-    spec!("hello", -1, ["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0, "connection", "6.0.0", "O(1)", false, "Handshake with Redis"),
     spec!("incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by one"),
     spec!("incrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by the given amount"),
     spec!("incrbyfloat", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Increment the float value of a key by the given amount"),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rand::seq::IteratorRandom;
 
-use super::{bulk_array, parse_count, reply_err, reply_int, unknown, Flow, SYNTAX};
+use super::{parse_count, reply_err, reply_int, unknown, Flow, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::Shared;
@@ -77,7 +77,10 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             match (r, count) {
                 (Err(e), _) => resp::error(out, &e),
                 (Ok(picked), None) => resp::opt_bulk(out, picked.first().map(|m| &m[..])),
-                (Ok(picked), Some(_)) => bulk_array(out, picked.iter().map(|m| &m[..])),
+                (Ok(picked), Some(_)) => {
+                    resp::set_header(out, picked.len());
+                    picked.iter().for_each(|m| resp::bulk(out, m));
+                }
             }
         }
         b"SMEMBERS" | b"SCARD" => {
@@ -88,7 +91,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                         resp::integer(out, s.map_or(0, |s| s.len() as i64));
                     } else {
                         let empty = Default::default();
-                        bulk_array(out, s.unwrap_or(&empty).iter().map(|m| &m[..]));
+                        let s = s.unwrap_or(&empty);
+                        resp::set_header(out, s.len());
+                        s.iter().for_each(|m| resp::bulk(out, m));
                     }
                     Ok(())
                 })

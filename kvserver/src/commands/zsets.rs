@@ -1,16 +1,16 @@
 //! Sorted-set commands (as Redis' `t_zset.c`): `ZADD` (`NX`/`XX`/`GT`/`LT`/`CH`/`INCR`),
 //! `ZINCRBY`, `ZREM`, `ZPOPMIN`, `ZPOPMAX`, `ZRANGE` (indexes, `BYSCORE`, `REV`, `LIMIT`,
 //! `WITHSCORES`), `ZSCORE`, `ZCARD`. Scores print as Redis prints doubles
-//! ([`format_double`]).
+//! ([`crate::value::format_double`]).
 
 use std::sync::Arc;
 
-use super::{index_range, parse_count, reply_err, reply_int, unknown, Flow, SYNTAX};
+use super::{index_range, parse_count, reply_err, reply_int, scored_array, unknown, Flow, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
 use crate::store::Shard;
-use crate::value::{format_double, parse_double, Mutation, Value, ZSet};
+use crate::value::{parse_double, Mutation, Value, ZSet};
 
 const NOT_FLOAT: &str = "ERR value is not a valid float";
 const NAN: &str = "ERR resulting score is not a number (NaN)";
@@ -42,7 +42,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 })
                 .await;
             match r {
-                Ok((_, Some(score))) => resp::bulk(out, format_double(score).as_bytes()),
+                Ok((_, Some(score))) => resp::double(out, score),
                 Ok((_, None)) => resp::null(out),
                 Err(e) => resp::error(out, &e),
             }
@@ -70,6 +70,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 resp::error(out, SYNTAX);
                 return Flow::Continue;
             }
+            let counted = args.len() == 3;
             let count = match args.get(2).map(|a| parse_count(a)).transpose() {
                 Ok(c) => c.unwrap_or(1),
                 Err(e) => {
@@ -97,13 +98,15 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 })
                 .await;
             match r {
-                Ok(popped) => {
+                // Without a count, one flat [member, score] (or nothing) in both protocols.
+                Ok(popped) if !counted => {
                     resp::array_header(out, 2 * popped.len());
                     for (m, s) in &popped {
                         resp::bulk(out, m);
-                        resp::bulk(out, format_double(*s).as_bytes());
+                        resp::double(out, *s);
                     }
                 }
+                Ok(popped) => scored_array(out, popped.iter().map(|(m, s)| (&m[..], *s))),
                 Err(e) => resp::error(out, &e),
             }
         }
@@ -113,7 +116,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .read(&args[1], |v| {
                     let z = v.map(Value::zset).transpose()?;
                     match z.and_then(|z| z.score(&args[2])) {
-                        Some(s) => resp::bulk(out, format_double(s).as_bytes()),
+                        Some(s) => resp::double(out, s),
                         None => resp::null(out),
                     }
                     Ok(())
@@ -264,7 +267,7 @@ async fn zadd<L: ShardLock<Shard>>(
         })
         .await;
     match r {
-        Ok((_, Some(score))) if o.incr => resp::bulk(out, format_double(score).as_bytes()),
+        Ok((_, Some(score))) if o.incr => resp::double(out, score),
         Ok(_) if o.incr => resp::null(out),
         Ok((n, _)) => resp::integer(out, n),
         Err(e) => resp::error(out, &e),
@@ -358,11 +361,12 @@ async fn zrange<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
                     }
                 }
             };
-            resp::array_header(out, picked.len() * if withscores { 2 } else { 1 });
-            for (m, s) in picked {
-                resp::bulk(out, m);
-                if withscores {
-                    resp::bulk(out, format_double(s).as_bytes());
+            if withscores {
+                scored_array(out, picked.into_iter());
+            } else {
+                resp::array_header(out, picked.len());
+                for (m, _) in picked {
+                    resp::bulk(out, m);
                 }
             }
             Ok(())
