@@ -101,6 +101,21 @@ impl Shard {
         s.more.iter_mut().find(|(k, _)| &**k == key).map(|(_, e)| e)
     }
 
+    /// The bookkeeping of deadlines after an entry was replaced in place (its deadline went
+    /// from `old_at` to `new_at`, 0: none).
+    fn deadline_changed(&mut self, h: u64, old_at: u64, new_at: u64) {
+        if old_at != 0 {
+            self.volatile -= 1;
+        }
+        if new_at != 0 {
+            self.volatile += 1;
+            self.deadlines.push(Reverse((new_at, h)));
+            if self.deadlines.len() > 2 * self.volatile + 1024 {
+                self.rebuild_deadlines();
+            }
+        }
+    }
+
     /// Inserts or replaces; returns the entry replaced.
     fn insert(&mut self, h: u64, key: &[u8], entry: Entry) -> Option<Entry> {
         if entry.expire_at != 0 {
@@ -811,9 +826,12 @@ impl<L: ShardLock<Shard>> Store<L> {
         seq: &mut u64,
     ) -> StoreResult<SetOutcome> {
         let (i, h) = self.locate(key);
-        let mut g = self.shards[i].write().await;
+        let mut guard = self.shards[i].write().await;
+        let g = &mut *guard;
         let mut clock = Clock::new();
-        let existing = g.get(h, key).filter(|e| clock.live(e));
+        // One lookup: the entry found (live or not) is replaced in place below.
+        let found = g.get_mut(h, key);
+        let existing = found.as_deref().filter(|e| clock.live(e));
         let old = if opts.get {
             existing
                 .map(|e| e.value.bytes().map(<[u8]>::to_vec))
@@ -838,18 +856,23 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             },
         )?;
-        let prev = g.insert(
-            h,
-            key,
-            Entry {
-                value: Value::Str(value),
-                expire_at,
-            },
-        );
+        let new = Entry {
+            value: Value::Str(value),
+            expire_at,
+        };
+        let prev = match found {
+            Some(e) => {
+                // The old entry is moved into the undo record, not copied.
+                let prev = std::mem::replace(e, new);
+                g.deadline_changed(h, prev.expire_at, expire_at);
+                Some(prev)
+            }
+            None => g.insert(h, key, new),
+        };
         if self.log.is_some() {
             self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
         }
-        self.reclaim(&mut g, &mut clock);
+        self.reclaim(g, &mut clock);
         Ok(SetOutcome { stored: true, old })
     }
 
