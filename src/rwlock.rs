@@ -80,8 +80,8 @@ pub use self::upgradable::{OwnedRwLockUpgradableReadGuard, RwLockUpgradableReadG
 
 use self::token::{Read, Token, Upgradable, Write};
 use crate::loom::{cell_ptr, cell_ptr_shared, UnsafeCell};
+use crate::observe::ObservedLock;
 use crate::raw::policy::Policy;
-use crate::raw::RawRwLock;
 
 /// An async read-write lock built like the Linux kernel's `rw_semaphore`.
 ///
@@ -115,8 +115,9 @@ use crate::raw::RawRwLock;
 ///
 /// [`tokio::sync::RwLock`]: https://docs.rs/tokio/latest/tokio/sync/struct.RwLock.html
 pub struct RwLock<T: ?Sized> {
-    /// The raw lock: the count word, the wait list and the policy.
-    pub(crate) raw: RawRwLock,
+    /// The raw lock (the count word, the wait list and the policy), with the observers'
+    /// per-lock state beside it; derefs to the raw lock.
+    pub(crate) raw: ObservedLock,
     /// The value, reached through a guard that owns a lock of `raw`.
     pub(crate) data: UnsafeCell<T>,
 }

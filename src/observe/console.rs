@@ -252,7 +252,7 @@ impl OpSpans {
     /// (`"RwLock::read"`). Runs a subscriber: call it where nothing is held for this
     /// acquire, or where a panic drops what is (the upgradable read lock of an upgrade, in
     /// the guard the caller still owns).
-    pub(crate) fn new(raw: &RawRwLock, kind: WaiterKind, source: &'static str) -> Self {
+    pub(crate) fn new(raw: &super::ObservedLock, kind: WaiterKind, source: &'static str) -> Self {
         let resource = raw.observe.console.span(raw).clone();
         let write = Hold::of(Some(kind)).write;
         let (op, poll) = resource.in_scope(|| {

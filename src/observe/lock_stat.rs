@@ -34,7 +34,6 @@
 //!   the counters and two slots), 48 bytes more per guard (where and when its hold
 //!   began).
 
-use std::cell::Cell;
 use std::fmt;
 use std::panic::Location;
 use std::ptr;
@@ -316,86 +315,28 @@ pub(crate) struct HoldStat {
     wait_ns: u64,
 }
 
-/// A contended acquire's grant, left by its lock future for the token made right after
-/// it, on the same thread and in the same poll (see [`granted`]).
-#[derive(Clone, Copy)]
-struct Grant {
-    raw: *const (),
-    upgrade: bool,
+/// A contended acquire's grant: its wait, handed by its lock future to the token made
+/// next ([`crate::observe::Wait`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Grant {
     wait_ns: u64,
-    at: Option<Instant>,
+    at: Instant,
     /// Where the waiting acquire was called (for an upgrade: the `upgrade` call).
-    site: Option<&'static Location<'static>>,
+    site: Site,
 }
 
-thread_local! {
-    static GRANT: Cell<Grant> = const {
-        Cell::new(Grant { raw: ptr::null(), upgrade: false, wait_ns: 0, at: None, site: None })
-    };
-    /// The site of the acquire that last announced itself on this thread, for its lock
-    /// future's node (the waiter's location in a "waited too long" report).
-    static ACQUIRING: Cell<(*const (), Option<&'static Location<'static>>)> =
-        const { Cell::new((ptr::null(), None)) };
-}
-
-/// The acquire of the lock at `raw` from `site` starts (it may build a lock future).
-#[inline]
-pub(crate) fn acquiring(raw: *const (), site: &'static Location<'static>) {
-    // (These thread-locals have no destructor, so they are there even while the thread's
-    // other thread-locals are destroyed; `try_with` is for certainty: nothing here may
-    // panic.)
-    let _ = ACQUIRING.try_with(|cell| cell.set((raw, Some(site))));
-}
-
-/// The site announced for the lock at `raw` on this thread, for a lock future being made.
-#[inline]
-pub(crate) fn acquiring_site(raw: *const ()) -> Option<&'static Location<'static>> {
-    let (r, site) = ACQUIRING.try_with(Cell::get).unwrap_or((ptr::null(), None));
-    if r == raw {
-        site
-    } else {
-        None
+impl Grant {
+    /// The grant, now, of an acquire from `site` that started to wait at `since`
+    /// ([`now_ns`]): the hold starts at the grant's time, so no second clock read.
+    #[inline]
+    pub(crate) fn now(since: u64, site: Site) -> Self {
+        let at = Instant::now();
+        Self {
+            wait_ns: epoch_ns(at).saturating_sub(since),
+            at,
+            site,
+        }
     }
-}
-
-/// A lock future of the lock at `raw` that started to wait at `since` (`now_ns`) has
-/// just been granted the lock: its token, made next on this thread, takes the wait (and
-/// starts its hold at the grant's time, so no second clock read).
-#[inline]
-pub(crate) fn granted(
-    raw: *const (),
-    kind: WaiterKind,
-    since: u64,
-    site: Option<&'static Location<'static>>,
-) {
-    let at = Instant::now();
-    let grant = Grant {
-        raw,
-        upgrade: kind == WaiterKind::Upgrade,
-        wait_ns: epoch_ns(at).saturating_sub(since),
-        at: Some(at),
-        site,
-    };
-    let _ = GRANT.try_with(|cell| cell.set(grant));
-}
-
-/// The grant left for the lock at `raw` (an upgrade's, if `upgrade`), taken.
-#[inline]
-fn take_grant(raw: *const (), upgrade: bool) -> Option<Grant> {
-    GRANT
-        .try_with(|cell| {
-            let grant = cell.get();
-            if grant.raw != raw || grant.upgrade != upgrade {
-                return None;
-            }
-            cell.set(Grant {
-                raw: ptr::null(),
-                ..grant
-            });
-            Some(grant)
-        })
-        .ok()
-        .flatten()
 }
 
 impl LockStatState {
@@ -434,34 +375,29 @@ impl LockStatState {
     fn record_wait(&self, access: Access, grant: Option<Grant>) -> (Instant, u64, Option<Site>) {
         let (wait, contentions) = self.wait_of(access);
         match grant {
-            Some(Grant {
-                at: Some(at),
-                wait_ns,
-                site,
-                ..
-            }) => {
+            Some(Grant { at, wait_ns, site }) => {
                 contentions.fetch_add(1, Ordering::Relaxed);
                 wait.record(wait_ns);
-                (at, wait_ns, site)
+                (at, wait_ns, Some(site))
             }
-            _ => {
+            None => {
                 wait.record(0);
                 (Instant::now(), 0, None)
             }
         }
     }
 
-    /// The lock at `raw` is owned in mode `kind`, taken from `site`: the hold. Runs no
-    /// foreign code.
+    /// The lock is owned in mode `kind`, taken from `site` after `grant` (a contended
+    /// acquire's): the hold. Runs no foreign code.
     #[inline]
     pub(crate) fn acquired(
         &self,
-        raw: *const (),
         kind: WaiterKind,
         site: &'static Location<'static>,
+        grant: Option<Grant>,
     ) -> HoldStat {
         let access = Access::of(kind);
-        let (now, wait, _) = self.record_wait(access, take_grant(raw, false));
+        let (now, wait, _) = self.record_wait(access, grant);
         let mut key = 0;
         if access != Access::Read {
             key = self.set_holder(site, now, access);
@@ -488,21 +424,21 @@ impl LockStatState {
         ns
     }
 
-    /// The lock at `raw` held as `hold` turned from `from` into `to` (an upgrade's wait
-    /// goes into `hold`). Returns where an upgrade that waited was called. Runs no
-    /// foreign code.
+    /// The lock held as `hold` turned from `from` into `to`, after `grant` (an upgrade
+    /// that waited; its wait goes into `hold`). Returns where an upgrade that waited was
+    /// called. Runs no foreign code.
     #[inline]
     pub(crate) fn changed(
         &self,
-        raw: *const (),
         from: WaiterKind,
         to: WaiterKind,
         hold: &mut HoldStat,
+        grant: Option<Grant>,
     ) -> Option<Site> {
         let (from, to) = (Access::of(from), Access::of(to));
         let (now, wait, site) = if from != Access::Write && to == Access::Write {
             // An upgrade: a write acquisition.
-            self.record_wait(Access::Write, take_grant(raw, true))
+            self.record_wait(Access::Write, grant)
         } else {
             (Instant::now(), 0, None)
         };
@@ -670,7 +606,7 @@ pub(crate) mod warn {
     #[cold]
     #[inline(never)]
     fn head_waiting(raw: &RawRwLock, kind: WaiterKind, hold: &HoldStat, threshold: u64) {
-        if let Some(head) = raw.head_waiting_past(threshold) {
+        if let Some(head) = raw.head_waiting_past(threshold, super::now_ns()) {
             let location = head.site.map(tracing::field::display);
             tracing::warn!(
                 target: "async_rwsem::lock_stat",
@@ -1057,25 +993,18 @@ mod tests {
     #[test]
     fn a_coarse_clock_does_not_let_a_release_clear_the_next_holder() {
         let s = LockStatState::new();
-        let raw = ptr::from_ref(&s).cast::<()>();
         let here = Location::caller();
         let tick = Instant::now();
-        // Both holds start at the same reading: a grant left for each with that time.
+        // Both holds start at the same reading: a grant with that time for each.
         let grant = || {
-            GRANT.with(|cell| {
-                cell.set(Grant {
-                    raw,
-                    upgrade: false,
-                    wait_ns: 0,
-                    at: Some(tick),
-                    site: None,
-                })
+            Some(Grant {
+                wait_ns: 0,
+                at: tick,
+                site: here,
             })
         };
-        grant();
-        let first = s.acquired(raw, WaiterKind::Write, here);
-        grant();
-        let next = s.acquired(raw, WaiterKind::Write, here);
+        let first = s.acquired(WaiterKind::Write, here, grant());
+        let next = s.acquired(WaiterKind::Write, here, grant());
         assert_ne!(first.key, next.key);
         s.released(WaiterKind::Write, &first);
         let holder = s.holder().expect("the next holder is still in the slot");
@@ -1083,10 +1012,8 @@ mod tests {
         s.released(WaiterKind::Write, &next);
         assert!(s.holder().is_none());
         // And the same for the upgradable reader after a writer.
-        grant();
-        let first = s.acquired(raw, WaiterKind::Write, here);
-        grant();
-        let next = s.acquired(raw, WaiterKind::UpgradableRead, here);
+        let first = s.acquired(WaiterKind::Write, here, grant());
+        let next = s.acquired(WaiterKind::UpgradableRead, here, grant());
         s.released(WaiterKind::Write, &first);
         assert_eq!(s.holder().unwrap().access, Access::UpgradableRead);
         s.released(WaiterKind::UpgradableRead, &next);

@@ -39,12 +39,67 @@ pub(crate) mod console;
 pub mod lock_stat;
 #[cfg(feature = "lockdep")]
 pub mod lockdep;
+mod wait;
 
 use std::future::Future;
 use std::task::{Context, Poll};
 
+pub(crate) use self::wait::{Wait, Waiting};
 use crate::raw::list::WaiterKind;
+use crate::raw::policy::Policy;
 use crate::raw::RawRwLock;
+
+/// The raw lock with the observers' per-lock state beside it: what the typed lock holds
+/// and its tokens reach. It derefs to the raw lock, so that the typed layer calls the raw
+/// lock's methods on it as they are; the raw lock itself knows nothing of the observers.
+#[derive(Debug)]
+pub(crate) struct ObservedLock {
+    /// The raw lock: the count word, the wait list and the policy.
+    pub(crate) raw: RawRwLock,
+    /// The observers' per-lock state; zero-sized without their features.
+    #[allow(dead_code)] // read by the observers of those features
+    pub(crate) observe: LockObserve,
+}
+
+impl ObservedLock {
+    /// A new lock (see [`RawRwLock::new`]), created at the caller's location
+    /// (`#[track_caller]` with the features whose observers report it: the lock's class
+    /// under `lockdep`, where tokio-console says it was made).
+    #[cfg(not(all(test, async_rwsem_loom)))]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
+    #[inline]
+    pub(crate) const fn new(policy: Policy, max_readers: usize) -> Self {
+        Self {
+            raw: RawRwLock::new(policy, max_readers),
+            observe: LockObserve::new(),
+        }
+    }
+
+    /// See the `const` form (loom build: loom's atomics cannot be built in a `const fn`).
+    #[cfg(all(test, async_rwsem_loom))]
+    #[cfg_attr(
+        any(feature = "lockdep", all(tokio_unstable, feature = "tracing")),
+        track_caller
+    )]
+    pub(crate) fn new(policy: Policy, max_readers: usize) -> Self {
+        Self {
+            raw: RawRwLock::new(policy, max_readers),
+            observe: LockObserve::new(),
+        }
+    }
+}
+
+impl std::ops::Deref for ObservedLock {
+    type Target = RawRwLock;
+
+    #[inline]
+    fn deref(&self) -> &RawRwLock {
+        &self.raw
+    }
+}
 
 /// Where the user called the acquire method: the caller of a public acquire method,
 /// which is `#[track_caller]` when one of the features that report it (`lock_stat`,
@@ -107,7 +162,7 @@ pub(crate) enum Attempt {
     Upgrade,
 }
 
-/// Per-lock state of the observers: the `observe` field of [`RawRwLock`].
+/// Per-lock state of the observers: the `observe` field of [`ObservedLock`].
 #[derive(Debug, Default)]
 pub(crate) struct LockObserve {
     /// The lock's class (feature `lockdep`): where it was created, or the name given.
@@ -168,7 +223,7 @@ pub(crate) struct Announced {
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
 #[inline]
 pub(crate) fn acquiring(
-    raw: &RawRwLock,
+    raw: &ObservedLock,
     kind: WaiterKind,
     site: Site,
     attempt: Attempt,
@@ -183,58 +238,56 @@ pub(crate) fn acquiring(
     // are `const`): a panic leaves it unmade, with nothing held.
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.span(raw);
-    // The site for the lock future the acquire may make next (no clock read here); last,
-    // after any foreign code that might take another lock on this thread.
-    #[cfg(feature = "lock_stat")]
-    if attempt != Attempt::Try {
-        crate::lock_stat::acquiring(std::ptr::from_ref(raw).cast(), site.location());
-    }
     Announced {
         #[cfg(feature = "lockdep")]
         lockdep,
     }
 }
 
-/// The lock of `raw` is now owned in mode `kind`, taken from `site`: the state its token
-/// carries. Runs no foreign code (see the module documentation).
+/// The lock of `raw` is now owned in mode `kind`, taken from `site` after `wait`: the
+/// state its token carries. Runs no foreign code (see the module documentation).
 #[inline]
-pub(crate) fn acquired(raw: &RawRwLock, kind: WaiterKind, site: Site) -> Held {
+pub(crate) fn acquired(raw: &ObservedLock, kind: WaiterKind, site: Site, wait: Wait) -> Held {
     Held {
         #[cfg(feature = "lockdep")]
         lockdep: crate::lockdep::acquired(&raw.observe.lockdep, kind, site.location()),
         #[cfg(feature = "lock_stat")]
-        lock_stat: raw.observe.lock_stat.acquired(
-            std::ptr::from_ref(raw).cast(),
-            kind,
-            site.location(),
-        ),
+        lock_stat: raw
+            .observe
+            .lock_stat
+            .acquired(kind, site.location(), wait.lock_stat),
     }
 }
 
 /// The token of the lock just [`acquired`] exists: foreign code may run.
 #[inline]
-pub(crate) fn entered(raw: &RawRwLock, kind: WaiterKind, held: &Held) {
+pub(crate) fn entered(raw: &ObservedLock, kind: WaiterKind, held: &Held) {
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.update(raw, None, Some(kind));
     #[cfg(all(feature = "lock_stat", feature = "tracing"))]
     foreign(|| crate::lock_stat::warn::waited(raw, kind, &held.lock_stat, None));
 }
 
-/// The lock of `raw` held as `held` has turned from mode `from` into mode `to`.
+/// The lock of `raw` held as `held` has turned from mode `from` into mode `to`, after
+/// `wait` (an upgrade's; [`Wait::NONE`] for the others).
 #[inline]
-pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &mut Held) {
+pub(crate) fn changed(
+    raw: &ObservedLock,
+    from: WaiterKind,
+    to: WaiterKind,
+    held: &mut Held,
+    wait: Wait,
+) {
     // Lockdep, then `lock_stat`, first: they update the hold; lockdep runs no foreign
     // code, `lock_stat` none but its warning.
     #[cfg(feature = "lockdep")]
     crate::lockdep::changed(&mut held.lockdep, to);
     #[cfg(feature = "lock_stat")]
     {
-        let site = raw.observe.lock_stat.changed(
-            std::ptr::from_ref(raw).cast(),
-            from,
-            to,
-            &mut held.lock_stat,
-        );
+        let site = raw
+            .observe
+            .lock_stat
+            .changed(from, to, &mut held.lock_stat, wait.lock_stat);
         #[cfg(feature = "tracing")]
         foreign(|| crate::lock_stat::warn::waited(raw, to, &held.lock_stat, site));
         #[cfg(not(feature = "tracing"))]
@@ -246,7 +299,7 @@ pub(crate) fn changed(raw: &RawRwLock, from: WaiterKind, to: WaiterKind, held: &
 
 /// The lock of `raw` held in mode `kind` as `held` has been released.
 #[inline]
-pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
+pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: Held) {
     // Lockdep (no foreign code: takes the lock off its holder's set), then `lock_stat`,
     // first: their records need no foreign code (a panicking console update would
     // otherwise skip them).
@@ -270,7 +323,7 @@ pub(crate) fn released(raw: &RawRwLock, kind: WaiterKind, held: Held) {
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
 #[derive(Debug)]
 pub(crate) struct InFlight<'a> {
-    raw: &'a RawRwLock,
+    raw: &'a ObservedLock,
     kind: WaiterKind,
     held: Option<Held>,
 }
@@ -278,13 +331,13 @@ pub(crate) struct InFlight<'a> {
 /// See the observers' form.
 #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
 #[derive(Debug)]
-pub(crate) struct InFlight<'a>(std::marker::PhantomData<&'a RawRwLock>);
+pub(crate) struct InFlight<'a>(std::marker::PhantomData<&'a ObservedLock>);
 
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
 impl<'a> InFlight<'a> {
     /// `held`, the hold of a lock of `raw` in mode `kind`, in flight.
     #[inline]
-    pub(crate) fn new(raw: &'a RawRwLock, kind: WaiterKind, held: Held) -> Self {
+    pub(crate) fn new(raw: &'a ObservedLock, kind: WaiterKind, held: Held) -> Self {
         Self {
             raw,
             kind,
@@ -315,7 +368,7 @@ impl<'a> InFlight<'a> {
 impl<'a> InFlight<'a> {
     /// `held`, the hold of a lock of `raw` in mode `kind`, in flight.
     #[inline]
-    pub(crate) fn new(raw: &'a RawRwLock, kind: WaiterKind, held: Held) -> Self {
+    pub(crate) fn new(raw: &'a ObservedLock, kind: WaiterKind, held: Held) -> Self {
         Self(std::marker::PhantomData)
     }
 
@@ -361,7 +414,7 @@ impl AsyncOp {
     /// subscriber): call it where nothing is held for this acquire, or where a panic
     /// drops what is (the guard of an upgrade).
     #[inline]
-    pub(crate) fn new(raw: &RawRwLock, kind: WaiterKind, source: &'static str) -> Self {
+    pub(crate) fn new(raw: &ObservedLock, kind: WaiterKind, source: &'static str) -> Self {
         Self {
             #[cfg(all(tokio_unstable, feature = "tracing"))]
             console: crate::observe::console::OpSpans::new(raw, kind, source),

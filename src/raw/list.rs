@@ -80,19 +80,6 @@ pub(crate) enum WaiterKind {
     Upgrade,
 }
 
-impl WaiterKind {
-    /// The `kind` field of the `tracing` events (their values since the first release).
-    #[cfg(feature = "tracing")]
-    pub(crate) fn event_name(self) -> &'static str {
-        match self {
-            Self::Read => "Reader",
-            Self::Write => "Writer",
-            Self::UpgradableRead => "Upgradable",
-            Self::Upgrade => "Upgrader",
-        }
-    }
-}
-
 /// A node of the wait list, embedded in an acquire future.
 #[derive(Debug)]
 pub(crate) struct Waiter {
@@ -123,21 +110,28 @@ pub(crate) struct WaiterInner {
     /// the handoff is the waiter's it went ahead of, and stays that waiter's when the
     /// upgrade is served (`upgrade_at_head`, `queued_write_lock`).
     pub(crate) handoff_of_next: bool,
-    /// When this acquire started to wait (`lock_stat::now_ns`, set by its owner while the
-    /// node is `Idle`; 0 until then), where it was called from, and whether a release
-    /// already reported it as waiting too long (feature `lock_stat`). Never read by the
-    /// lock's algorithm.
+    /// Where and since when this acquire waits, and whether it was reported as waiting
+    /// too long: written by the typed layer before the node is first linked
+    /// ([`LockFuture::set_record`](super::LockFuture::set_record)), read and marked by its
+    /// diagnostics under the wait lock ([`RawRwLock::head_waiting_past`]). Never read by
+    /// the lock's algorithm.
+    ///
+    /// [`RawRwLock::head_waiting_past`]: super::RawRwLock::head_waiting_past
     #[cfg(feature = "lock_stat")]
-    pub(crate) stat: WaitStat,
+    pub(crate) record: WaitRecord,
 }
 
-/// What `lock_stat` keeps in a node (see [`WaiterInner::stat`]).
+/// What a node keeps for the typed layer's diagnostics (see [`WaiterInner::record`]).
 #[cfg(feature = "lock_stat")]
-#[derive(Debug, Default)]
-pub(crate) struct WaitStat {
+#[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))] // the warnings read it (`tracing`)
+pub(crate) struct WaitRecord {
+    /// When the acquire started to wait, in nanoseconds on the typed layer's clock (0:
+    /// unknown).
     pub(crate) since: u64,
+    /// Where the acquire was called.
     pub(crate) site: Option<&'static std::panic::Location<'static>>,
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    /// A diagnostic has reported this waiter already.
     pub(crate) reported: bool,
 }
 
@@ -160,7 +154,7 @@ impl Waiter {
                 woken: false,
                 handoff_of_next: false,
                 #[cfg(feature = "lock_stat")]
-                stat: WaitStat::default(),
+                record: WaitRecord::default(),
             }),
             state: AtomicU8::new(NodeState::Idle as u8),
             kind,

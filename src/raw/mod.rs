@@ -157,14 +157,10 @@ use self::stats::Counters;
 #[cfg(not(all(test, async_rwsem_loom)))]
 use crate::loom::Instant;
 use crate::loom::{lock, spin_loop, AtomicUsize, Clock, Mutex, MutexGuard};
-use crate::observe::LockObserve;
 
 /// Defines `RawRwLock::new`, `const` or not.
 macro_rules! define_new {
     ($($const:tt)?) => {
-        // The caller's location: the lock's class under the feature `lockdep`, where
-        // tokio-console says the lock was made.
-        #[cfg_attr(any(feature = "lockdep", all(tokio_unstable, feature = "tracing")), track_caller)]
         pub(crate) $($const)? fn new(policy: Policy, max_readers: usize) -> Self {
             // The first message is tokio's, word for word.
             assert!(max_readers > 0, "a RwLock may not be created with 0 readers");
@@ -185,7 +181,6 @@ macro_rules! define_new {
                 spin: SpinState::new(),
                 clock: Clock::new(),
                 stats: Counters::new(),
-                observe: LockObserve::new(),
             }
         }
     };
@@ -216,10 +211,6 @@ pub(crate) struct RawRwLock {
     pub(crate) clock: Clock,
     #[cfg_attr(not(feature = "stats"), allow(dead_code))] // read by `lockevent!` only
     pub(crate) stats: Counters,
-    /// The observers' per-lock state ([`crate::observe`]); zero-sized without their
-    /// features.
-    #[allow(dead_code)] // read by the observers of those features
-    pub(crate) observe: LockObserve,
 }
 
 impl RawRwLock {

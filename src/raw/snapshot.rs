@@ -1,15 +1,13 @@
 //! What the count word and the wait list know at one instant, for
-//! [`RwLock::snapshot`](crate::RwLock::snapshot); and, under `lock_stat`, what the
-//! observers read of the lock's own state (the warning thresholds, the head's wait).
+//! [`RwLock::snapshot`](crate::RwLock::snapshot); and what the typed layer's diagnostics
+//! read of the lock's own state (the warning thresholds, the head's wait record).
 
-use std::ptr::NonNull;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::count::{readers, HANDOFF, UPGRADABLE, WRITER_LOCKED};
-use super::list::{Waiter, WaiterKind};
+use super::list::WaiterKind;
 use super::RawRwLock;
-use crate::loom::Instant;
 
 /// The raw lock's part of a snapshot.
 #[derive(Clone, Copy, Debug, Default)]
@@ -21,11 +19,15 @@ pub(crate) struct RawSnapshot {
     pub(crate) queued_upgradable: usize,
     pub(crate) queued_writers: usize,
     pub(crate) queued_upgrade: bool,
+    /// How long the head has been queued (a writer's queue time, the handoff clock).
     pub(crate) head_waited: Option<Duration>,
+    /// The head's [`WaitRecord`](super::list::WaitRecord) `since` (0: none).
+    #[cfg(feature = "lock_stat")]
+    pub(crate) head_since: u64,
     pub(crate) handoff: bool,
 }
 
-/// The head of the queue, waiting past a threshold (features `lock_stat` and `tracing`).
+/// The head of the queue, waiting past a threshold.
 #[cfg(all(feature = "lock_stat", feature = "tracing"))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HeadWait {
@@ -56,8 +58,17 @@ impl RawRwLock {
         };
         let now = self.clock.now();
         if let Some(head) = list.head() {
-            // SAFETY: linked nodes are alive and we hold the wait lock.
-            snap.head_waited = unsafe { head_waited(head, now) };
+            // SAFETY: linked nodes are alive and we hold the wait lock; the closure
+            // touches this node only.
+            unsafe {
+                head.as_ref().with_inner(|inner| {
+                    snap.head_waited = inner.queued_at.map(|t| now.saturating_duration_since(t));
+                    #[cfg(feature = "lock_stat")]
+                    {
+                        snap.head_since = inner.record.since;
+                    }
+                });
+            }
         }
         let mut cursor = list.head();
         while let Some(node) = cursor {
@@ -89,15 +100,15 @@ impl RawRwLock {
         self.policy.warn_waited_ns()
     }
 
-    /// The head of the queue, if it has waited longer than `threshold_ns` and was not
-    /// reported yet (it is marked reported). Takes the wait lock only if waiters are
-    /// queued; runs no foreign code.
+    /// The head of the queue, if it has waited longer than `threshold_ns` at `now` (both
+    /// on the clock of its [`WaitRecord`](super::list::WaitRecord)) and was not reported
+    /// yet (it is marked reported). Takes the wait lock only if waiters are queued; runs
+    /// no foreign code.
     #[cfg(all(feature = "lock_stat", feature = "tracing"))]
-    pub(crate) fn head_waiting_past(&self, threshold_ns: u64) -> Option<HeadWait> {
+    pub(crate) fn head_waiting_past(&self, threshold_ns: u64, now: u64) -> Option<HeadWait> {
         if self.count.load(Relaxed) & super::count::WAITERS == 0 {
             return None;
         }
-        let now = crate::lock_stat::now_ns();
         let list = self.wait_lock();
         let head = list.head()?;
         // SAFETY: linked nodes are alive and we hold the wait lock.
@@ -106,12 +117,13 @@ impl RawRwLock {
         // SAFETY: as above; the closure touches this node only.
         let report = unsafe {
             waiter.with_inner(|inner| {
-                let waited = now.saturating_sub(inner.stat.since);
-                if inner.stat.since == 0 || inner.stat.reported || waited <= threshold_ns {
+                let record = &mut inner.record;
+                let waited = now.saturating_sub(record.since);
+                if record.since == 0 || record.reported || waited <= threshold_ns {
                     return None;
                 }
-                inner.stat.reported = true;
-                Some((inner.stat.site, waited))
+                record.reported = true;
+                Some((record.site, waited))
             })
         };
         drop(list);
@@ -119,26 +131,6 @@ impl RawRwLock {
             kind,
             site,
             waited_ns,
-        })
-    }
-}
-
-/// How long the linked `node` has waited at `now`: a writer's queue time (the handoff
-/// clock); any node's wait start under `lock_stat`. `None` if unknown.
-///
-/// # Safety
-///
-/// `node` is linked and the caller holds the wait lock.
-unsafe fn head_waited(node: NonNull<Waiter>, now: Instant) -> Option<Duration> {
-    // SAFETY: caller's contract; the closure touches this node only.
-    unsafe {
-        node.as_ref().with_inner(|inner| {
-            #[cfg(feature = "lock_stat")]
-            if inner.stat.since != 0 {
-                let waited = crate::lock_stat::now_ns().saturating_sub(inner.stat.since);
-                return Some(Duration::from_nanos(waited));
-            }
-            inner.queued_at.map(|t| now.saturating_duration_since(t))
         })
     }
 }

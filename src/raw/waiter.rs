@@ -61,13 +61,6 @@ enum Phase<'a> {
 pub(crate) struct LockFuture<'a> {
     lock: &'a RawRwLock,
     phase: Phase<'a>,
-    /// When this acquire first had to wait (feature `tracing`).
-    #[cfg(feature = "tracing")]
-    waiting_since: Option<crate::loom::Instant>,
-    /// When this acquire entered its slow path (`lock_stat::now_ns`; 0: not yet), for its
-    /// wait (feature `lock_stat`).
-    #[cfg(feature = "lock_stat")]
-    stat_since: u64,
     /// Structurally pinned: never moved out of, only reached through `&`.
     node: Waiter,
 }
@@ -124,27 +117,36 @@ impl<'a> LockFuture<'a> {
         Self {
             lock,
             phase: Phase::Init,
-            #[cfg(feature = "tracing")]
-            waiting_since: None,
-            #[cfg(feature = "lock_stat")]
-            stat_since: 0,
-            node: Self::node(lock, kind),
+            node: Waiter::new(kind),
         }
     }
 
-    /// The node, with the site of the acquire that makes this future under `lock_stat`
-    /// (announced on this thread just before: `observe::acquiring`).
+    /// The kind of lock this future acquires.
+    #[cfg(feature = "tracing")]
     #[inline]
-    #[cfg_attr(not(feature = "lock_stat"), allow(unused_variables))]
-    fn node(lock: &RawRwLock, kind: WaiterKind) -> Waiter {
-        let node = Waiter::new(kind);
-        #[cfg(feature = "lock_stat")]
-        {
-            let site = crate::lock_stat::acquiring_site(std::ptr::from_ref(lock).cast());
-            // SAFETY: the node is `Idle` and ours alone (not even pinned yet).
-            unsafe { node.with_inner(|inner| inner.stat.site = site) };
-        }
-        node
+    pub(crate) fn kind(&self) -> WaiterKind {
+        self.node.kind
+    }
+
+    /// The lock this future acquires.
+    #[cfg(feature = "tracing")]
+    #[inline]
+    pub(crate) fn lock(&self) -> &'a RawRwLock {
+        self.lock
+    }
+
+    /// Writes the node's [`WaitRecord`](super::list::WaitRecord) (where and since when the
+    /// acquire waits, for the typed layer's diagnostics): before the first poll, while
+    /// nobody else can see the node.
+    #[cfg(feature = "lock_stat")]
+    #[inline]
+    pub(crate) fn set_record(&mut self, record: super::list::WaitRecord) {
+        assert!(
+            matches!(self.phase, Phase::Init | Phase::FastFailed(_)),
+            "a wait record written after the first poll"
+        );
+        // SAFETY: before the first poll the node is `Idle` (never linked) and ours alone.
+        unsafe { self.node.with_inner(|inner| inner.record = record) };
     }
 }
 
@@ -164,74 +166,34 @@ impl Future for LockFuture<'_> {
             let Phase::FastFailed(bias) = std::mem::replace(&mut this.phase, Phase::Init) else {
                 unreachable!()
             };
-            return this.poll_slow_traced(cx, Some(bias));
+            return this.poll_slow(cx, Some(bias));
         }
-        if matches!(this.phase, Phase::Init) && this.node.kind == WaiterKind::Upgrade {
-            // An upgrade's own fast path.
-            // SAFETY: an upgrade in phase `Init` owns the upgradable read lock.
-            if unsafe { this.lock.try_upgrade() } {
-                return done(&mut this.phase);
-            }
+        if this.upgrade_fast() {
+            return Poll::Ready(());
         }
-        this.poll_slow_traced(cx, None)
+        this.poll_slow(cx, None)
     }
 }
 
 impl LockFuture<'_> {
-    /// [`poll_slow`](Self::poll_slow), with the kernel's `contention_begin` /
-    /// `contention_end` as `tracing` events when the feature is on: one when the task
-    /// first has to wait, one when it gets the lock (or gives up), with the wait time.
+    /// An upgrade's own fast path, before its first poll: takes the write lock if no other
+    /// reader holds the lock, and then the future is done (`true`). `false` for every
+    /// other future and state: poll it. Lets a caller tell an upgrade that never waited
+    /// from one that did.
     #[inline]
-    fn poll_slow_traced(&mut self, cx: &mut Context<'_>, bias: Option<ReaderBias<'_>>) -> Poll<()> {
-        #[cfg(feature = "lock_stat")]
-        if self.stat_since == 0 {
-            // The wait starts: the first slow-path poll, the node still `Idle`.
-            let since = crate::lock_stat::now_ns();
-            self.stat_since = since;
-            // SAFETY: the first poll of the slow path: the node is `Idle` (not yet
-            // queued) and ours.
-            unsafe { self.node.with_inner(|inner| inner.stat.since = since) };
-        }
-        let poll = self.poll_slow(cx, bias);
-        #[cfg(feature = "tracing")]
-        match (&poll, self.waiting_since) {
-            (Poll::Pending, None) => {
-                self.waiting_since = Some(self.lock.clock.now());
-                crate::observe::foreign(|| {
-                    tracing::trace!(
-                        target: "async_rwsem::contention",
-                        lock = ?std::ptr::from_ref(self.lock),
-                        kind = %self.node.kind.event_name(),
-                        "contention_begin"
-                    );
-                });
+    pub(crate) fn upgrade_fast(&mut self) -> bool {
+        if matches!(self.phase, Phase::Init) && self.node.kind == WaiterKind::Upgrade {
+            // SAFETY: an upgrade in phase `Init` owns the upgradable read lock.
+            if unsafe { self.lock.try_upgrade() } {
+                self.phase = Phase::Done;
+                return true;
             }
-            (Poll::Ready(()), Some(since)) => {
-                // We own the lock, and the caller makes its guard only once we return: if
-                // the subscriber panics, release the lock on the way out.
-                let release = ReleaseOnUnwind(self.lock, self.node.kind);
-                contention_end(self.lock, self.node.kind, since, true);
-                std::mem::forget(release);
-            }
-            _ => {}
         }
-        // Last, after any foreign code: the token made next, in this same poll, takes the
-        // wait (`lock_stat::granted`).
-        #[cfg(feature = "lock_stat")]
-        if poll.is_ready() {
-            // SAFETY: the lock is ours: the node is `Granted` or `Idle`, unlinked, and only
-            // its owner touches it.
-            let site = unsafe { self.node.with_inner(|inner| inner.stat.site) };
-            crate::lock_stat::granted(
-                std::ptr::from_ref(self.lock).cast(),
-                self.node.kind,
-                self.stat_since,
-                site,
-            );
-        }
-        poll
+        false
     }
+}
 
+impl LockFuture<'_> {
     /// Everything but the fast paths. `bias` is a reader's, from its failed fast path, on
     /// the first poll (phase `Init`).
     ///
@@ -368,18 +330,6 @@ impl LockFuture<'_> {
                     unsafe { this.lock.stop_upgrade(node) }
                 };
                 this.phase = Phase::Done;
-                #[cfg(feature = "tracing")]
-                if let Some(since) = this.waiting_since.take() {
-                    // The subscriber is foreign code: if it panics, release what we hold.
-                    let held = if upgraded {
-                        WaiterKind::Upgrade
-                    } else {
-                        WaiterKind::UpgradableRead
-                    };
-                    let release = ReleaseOnUnwind(this.lock, held);
-                    contention_end(this.lock, this.node.kind, since, upgraded);
-                    std::mem::forget(release);
-                }
                 upgraded
             }
             Phase::Done => panic!("an upgrade stopped after it completed"),
@@ -425,53 +375,13 @@ impl LockFuture<'_> {
         // has been polled, hence pinned, so the node has not moved since it was linked;
         // it is not touched again after this call.
         unsafe { self.lock.cancel(node) };
-        // Only now, with the node unlinked: a panicking subscriber must not unwind out of
-        // this drop while the node is still in the list. The drop may be an unwind's (a
-        // task that panicked while it waited): `foreign` keeps a second panic from
-        // aborting the process.
-        #[cfg(feature = "tracing")]
-        if let Some(since) = self.waiting_since {
-            contention_end(self.lock, self.node.kind, since, false);
-        }
     }
-}
-
-/// The kernel's `contention_end`, as a `tracing` event: the acquire of `lock` in mode
-/// `kind` that first had to wait at `since` stops waiting, with the lock (`acquired`) or
-/// without it. Through [`crate::observe::foreign`]: it may run during an unwind (a dropped
-/// acquire).
-#[cfg(feature = "tracing")]
-fn contention_end(lock: &RawRwLock, kind: WaiterKind, since: crate::loom::Instant, acquired: bool) {
-    crate::observe::foreign(|| {
-        tracing::trace!(
-            target: "async_rwsem::contention",
-            lock = ?std::ptr::from_ref(lock),
-            kind = %kind.event_name(),
-            wait_us = lock.clock.elapsed(since).as_micros() as u64,
-            acquired,
-            "contention_end"
-        );
-    });
 }
 
 #[inline]
 fn done(phase: &mut Phase<'_>) -> Poll<()> {
     *phase = Phase::Done;
     Poll::Ready(())
-}
-
-/// Releases a lock of `kind` if dropped: armed while foreign code runs between the moment
-/// an acquire owns the lock and the moment its guard exists.
-#[cfg(feature = "tracing")]
-struct ReleaseOnUnwind<'a>(&'a RawRwLock, WaiterKind);
-
-#[cfg(feature = "tracing")]
-impl Drop for ReleaseOnUnwind<'_> {
-    fn drop(&mut self) {
-        // SAFETY: armed only while the acquire owns a lock of this kind (a granted upgrade
-        // owns the write lock), and disarmed (forgotten) when the guard takes it over.
-        unsafe { self.0.unlock(self.1) }
-    }
 }
 
 impl RawRwLock {

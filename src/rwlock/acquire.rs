@@ -6,7 +6,7 @@
 use super::*;
 use std::future::Future;
 
-use crate::observe::{self, Attempt, Site};
+use crate::observe::{self, Attempt, Site, Wait};
 use crate::raw::list::WaiterKind;
 
 // ---------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ impl<T> RwLock<T> {
         track_caller
     )]
     pub const fn with_policy(value: T, policy: Policy) -> Self {
-        Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
+        Self::with_policy_and_max_readers(value, policy, crate::raw::RawRwLock::MAX_READERS)
     }
 
     /// See the `const` [`with_policy`](Self::with_policy) (loom build).
@@ -98,7 +98,7 @@ impl<T> RwLock<T> {
         track_caller
     )]
     pub fn with_policy(value: T, policy: Policy) -> Self {
-        Self::with_policy_and_max_readers(value, policy, RawRwLock::MAX_READERS)
+        Self::with_policy_and_max_readers(value, policy, crate::raw::RawRwLock::MAX_READERS)
     }
 
     /// Creates an unlocked lock holding `value` that lets at most `max_readers` readers
@@ -190,7 +190,7 @@ impl<T> RwLock<T> {
     )]
     pub const fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
-            raw: RawRwLock::new(policy, max_readers),
+            raw: ObservedLock::new(policy, max_readers),
             data: UnsafeCell::new(value),
         }
     }
@@ -204,7 +204,7 @@ impl<T> RwLock<T> {
     )]
     pub fn with_policy_and_max_readers(value: T, policy: Policy, max_readers: usize) -> Self {
         Self {
-            raw: RawRwLock::new(policy, max_readers),
+            raw: ObservedLock::new(policy, max_readers),
             data: UnsafeCell::new(value),
         }
     }
@@ -288,13 +288,14 @@ impl<T: ?Sized> RwLock<T> {
     ) -> impl Future<Output = RwLockReadGuard<'_, T>> + '_ {
         observe::AsyncOp::new(&self.raw, WaiterKind::Read, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
-            if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
-                slow.await;
-            }
+            let wait = match token::fast_path_or_future::<Read>(&self.raw, site) {
+                Some(slow) => slow.await,
+                None => Wait::NONE,
+            };
             // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
             // points to.
             let guard =
-                unsafe { RwLockReadGuard::new(Token::new(&self.raw, site), self.data_ptr()) };
+                unsafe { RwLockReadGuard::new(Token::new(&self.raw, site, wait), self.data_ptr()) };
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
@@ -334,13 +335,15 @@ impl<T: ?Sized> RwLock<T> {
     ) -> impl Future<Output = RwLockWriteGuard<'_, T>> + '_ {
         observe::AsyncOp::new(&self.raw, WaiterKind::Write, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
-            if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
-                slow.await;
-            }
+            let wait = match token::fast_path_or_future::<Write>(&self.raw, site) {
+                Some(slow) => slow.await,
+                None => Wait::NONE,
+            };
             // SAFETY: the acquire completed: we own the write lock of `self`, whose value
             // `data_ptr_mut` points to.
-            let guard =
-                unsafe { RwLockWriteGuard::new(Token::new(&self.raw, site), self.data_ptr_mut()) };
+            let guard = unsafe {
+                RwLockWriteGuard::new(Token::new(&self.raw, site, wait), self.data_ptr_mut())
+            };
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
@@ -418,13 +421,14 @@ impl<T: ?Sized> RwLock<T> {
         let op = observe::AsyncOp::new(&self.raw, WaiterKind::Read, "RwLock::read_owned");
         op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
-            if let Some(slow) = token::fast_path_or_future::<Read>(&self.raw) {
-                slow.await;
-            }
+            let wait = match token::fast_path_or_future::<Read>(&self.raw, site) {
+                Some(slow) => slow.await,
+                None => Wait::NONE,
+            };
             let data = self.data_ptr();
             // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
             // points to.
-            let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self, site), data) };
+            let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self, site, wait), data) };
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
@@ -454,13 +458,14 @@ impl<T: ?Sized> RwLock<T> {
         let op = observe::AsyncOp::new(&self.raw, WaiterKind::Write, "RwLock::write_owned");
         op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
-            if let Some(slow) = token::fast_path_or_future::<Write>(&self.raw) {
-                slow.await;
-            }
+            let wait = match token::fast_path_or_future::<Write>(&self.raw, site) {
+                Some(slow) => slow.await,
+                None => Wait::NONE,
+            };
             let data = self.data_ptr_mut();
             // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
             // points to.
-            let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self, site), data) };
+            let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self, site, wait), data) };
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard
@@ -558,13 +563,14 @@ impl<T: ?Sized> RwLock<T> {
     ) -> impl Future<Output = RwLockUpgradableReadGuard<'_, T>> + '_ {
         observe::AsyncOp::new(&self.raw, WaiterKind::UpgradableRead, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
-            if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
-                slow.await;
-            }
+            let wait = match token::fast_path_or_future::<Upgradable>(&self.raw, site) {
+                Some(slow) => slow.await,
+                None => Wait::NONE,
+            };
             // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
             // `data_ptr` points to.
             let guard = unsafe {
-                RwLockUpgradableReadGuard::new(Token::new(&self.raw, site), self.data_ptr())
+                RwLockUpgradableReadGuard::new(Token::new(&self.raw, site, wait), self.data_ptr())
             };
             #[cfg(feature = "tokio")]
             coop::proceed().await;
@@ -631,14 +637,15 @@ impl<T: ?Sized> RwLock<T> {
         );
         op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
-            if let Some(slow) = token::fast_path_or_future::<Upgradable>(&self.raw) {
-                slow.await;
-            }
+            let wait = match token::fast_path_or_future::<Upgradable>(&self.raw, site) {
+                Some(slow) => slow.await,
+                None => Wait::NONE,
+            };
             let data = self.data_ptr();
             // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
             // `data` points to.
             let guard =
-                unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self, site), data) };
+                unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self, site, wait), data) };
             #[cfg(feature = "tokio")]
             coop::proceed().await;
             guard

@@ -152,7 +152,7 @@ impl<T: ?Sized> RwLock<T> {
             queued_upgradable: raw.queued_upgradable,
             queued_writers: raw.queued_writers,
             upgrade_pending: raw.queued_upgrade,
-            head_waited: raw.head_waited,
+            head_waited: head_waited(&raw),
             handoff_pending: raw.handoff,
             #[cfg(feature = "lock_stat")]
             holder: if raw.writer || raw.upgradable {
@@ -188,4 +188,15 @@ impl<T: ?Sized> RwLock<T> {
             .lock_stat
             .snapshot(self.raw.stats.snapshot())
     }
+}
+
+/// How long the head of the queue has waited: from its wait record under `lock_stat`
+/// (every waiter's, since its first wait), else a writer's queue time.
+fn head_waited(raw: &crate::raw::snapshot::RawSnapshot) -> Option<Duration> {
+    #[cfg(feature = "lock_stat")]
+    if raw.head_since != 0 {
+        let waited = crate::lock_stat::now_ns().saturating_sub(raw.head_since);
+        return Some(Duration::from_nanos(waited));
+    }
+    raw.head_waited
 }

@@ -2,7 +2,7 @@
 //! raw lock.
 //!
 //! A [`Token<L, M>`] is the ownership of one lock of a [`RawRwLock`] in one mode `M`
-//! ([`Read`], [`Write`] or [`Upgradable`]), reached through `L`: `&'a RawRwLock` for the
+//! ([`Read`], [`Write`] or [`Upgradable`]), reached through `L`: `&'a ObservedLock` for the
 //! borrowed guards, `Arc<RwLock<T>>` for the owned ones. Its invariant: **a token exists
 //! exactly while its lock is owned.** A token is made only by [`Token::try_lock`], which
 //! takes the lock, by [`Token::new`] (unsafe) once [`fast_path_or_future`] (or its
@@ -24,24 +24,24 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::RwLock;
-use crate::observe::{self, Attempt, Held, InFlight, Site};
+use crate::observe::{self, Attempt, Held, InFlight, ObservedLock, Site, Wait, Waiting};
 use crate::raw::list::WaiterKind;
 use crate::raw::{LockFuture, RawRwLock};
 
-/// How a token reaches its raw lock.
+/// How a token reaches its raw lock (with the observers' state beside it).
 ///
 /// # Safety
 ///
 /// [`raw`](Self::raw) returns the same lock at every call, alive for as long as `self` is.
 pub(crate) unsafe trait RawRef {
-    /// The raw lock.
-    fn raw(&self) -> &RawRwLock;
+    /// The raw lock, with the observers' state.
+    fn raw(&self) -> &ObservedLock;
 }
 
 // SAFETY: the reference points to one lock, alive for `'a`.
-unsafe impl RawRef for &RawRwLock {
+unsafe impl RawRef for &ObservedLock {
     #[inline]
-    fn raw(&self) -> &RawRwLock {
+    fn raw(&self) -> &ObservedLock {
         self
     }
 }
@@ -49,7 +49,7 @@ unsafe impl RawRef for &RawRwLock {
 // SAFETY: the `Arc` points to one lock and keeps it alive.
 unsafe impl<T: ?Sized> RawRef for Arc<RwLock<T>> {
     #[inline]
-    fn raw(&self) -> &RawRwLock {
+    fn raw(&self) -> &ObservedLock {
         &self.raw
     }
 }
@@ -180,14 +180,14 @@ pub(crate) struct Token<L: RawRef, M: Mode> {
 }
 
 /// The token of a borrowed guard.
-pub(crate) type BorrowedToken<'a, M> = Token<&'a RawRwLock, M>;
+pub(crate) type BorrowedToken<'a, M> = Token<&'a ObservedLock, M>;
 
 /// The token of an owned guard.
 pub(crate) type OwnedToken<T, M> = Token<Arc<RwLock<T>>, M>;
 
 impl<L: RawRef, M: Mode> Token<L, M> {
-    /// The token of a lock the caller has just taken from `site`: its
-    /// [`fast_path_or_future`] future completed. (The `async fn` that makes a guard awaits
+    /// The token of a lock the caller has just taken from `site` after `wait`
+    /// ([`Wait::NONE`] on a fast path): its [`fast_path_or_future`] future completed. (The `async fn` that makes a guard awaits
     /// the acquire itself: an `async fn` of the token's would nest one future in the other,
     /// and make every acquire future larger.) Tells the observers ([`observe::acquired`], then
     /// [`observe::entered`] once the token exists, so that a panic there releases it).
@@ -196,8 +196,8 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     ///
     /// The caller owns a lock of `lock.raw()` in mode `M`, and hands it to the token.
     #[inline]
-    pub(crate) unsafe fn new(lock: L, site: Site) -> Self {
-        let held = observe::acquired(lock.raw(), M::KIND, site);
+    pub(crate) unsafe fn new(lock: L, site: Site, wait: Wait) -> Self {
+        let held = observe::acquired(lock.raw(), M::KIND, site, wait);
         // SAFETY: forwarded from the caller.
         let token = unsafe { Self::from_parts(lock, held) };
         observe::entered(token.lock.raw(), M::KIND, &token.held);
@@ -225,7 +225,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         observe::acquiring(lock.raw(), M::KIND, site, Attempt::Try);
         if M::try_lock(lock.raw()) {
             // SAFETY: we own the lock in mode `M` now.
-            Some(unsafe { Self::new(lock, site) })
+            Some(unsafe { Self::new(lock, site, Wait::NONE) })
         } else {
             None
         }
@@ -272,7 +272,13 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let (lock, held) = self.into_parts();
         // SAFETY: the lock is owned in mode `N` (the caller's promise), handed over.
         let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
-        observe::changed(token.lock.raw(), M::KIND, N::KIND, &mut token.held);
+        observe::changed(
+            token.lock.raw(),
+            M::KIND,
+            N::KIND,
+            &mut token.held,
+            Wait::NONE,
+        );
         token
     }
 }
@@ -312,7 +318,13 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
         // Foreign code may run in the observers and in the wake-up: a panic in either
         // drops the new token, whose release wakes whoever the lock now admits.
-        observe::changed(token.lock.raw(), M::KIND, N::KIND, &mut token.held);
+        observe::changed(
+            token.lock.raw(),
+            M::KIND,
+            N::KIND,
+            &mut token.held,
+            Wait::NONE,
+        );
         if wake {
             token.lock.raw().wake_after_downgrade();
         }
@@ -380,7 +392,7 @@ impl<'a> BorrowedToken<'a, Upgradable> {
         Upgrading {
             lock,
             // SAFETY: the token's upgradable read lock goes to the acquire future.
-            acquire: unsafe { LockFuture::upgrade(lock) },
+            acquire: Waiting::new(unsafe { LockFuture::upgrade(lock) }, site),
             held: InFlight::new(lock, WaiterKind::UpgradableRead, held),
             op,
         }
@@ -398,7 +410,7 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
         let (lock, held) = self.into_parts();
         let held = InFlight::new(&lock.raw, WaiterKind::UpgradableRead, held);
         // SAFETY: the token's upgradable read lock goes to the acquire future.
-        unsafe { LockFuture::upgrade(&lock.raw) }.await;
+        let wait = Waiting::new(unsafe { LockFuture::upgrade(&lock.raw) }, site).await;
         let held = held.into_inner();
         // SAFETY: the upgrade completed: we own the write lock.
         let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
@@ -407,6 +419,7 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
             WaiterKind::UpgradableRead,
             WaiterKind::Write,
             &mut token.held,
+            wait,
         );
         token
     }
@@ -416,9 +429,9 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
 /// resolves to the token of the write lock. Dropped unfinished, it releases the lock, then
 /// tells the observers (`held`, declared after `acquire`, is dropped after it).
 pub(crate) struct Upgrading<'a> {
-    lock: &'a RawRwLock,
+    lock: &'a ObservedLock,
     /// Structurally pinned.
-    acquire: LockFuture<'a>,
+    acquire: Waiting<'a>,
     held: InFlight<'a>,
     /// The upgrade as tokio-console sees it (zero-sized without it), entered at each poll.
     op: observe::AsyncOp,
@@ -436,9 +449,9 @@ impl<'a> Future for Upgrading<'a> {
         let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
         let (lock, held) = (this.lock, &mut this.held);
         this.op.poll(cx, |cx| {
-            if acquire.poll(cx).is_pending() {
+            let Poll::Ready(wait) = acquire.poll(cx) else {
                 return Poll::Pending;
-            }
+            };
             let held = held.take();
             // SAFETY: the upgrade completed: we own the write lock.
             let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
@@ -447,6 +460,7 @@ impl<'a> Future for Upgrading<'a> {
                 WaiterKind::UpgradableRead,
                 WaiterKind::Write,
                 &mut token.held,
+                wait,
             );
             Poll::Ready(token)
         })
@@ -455,7 +469,7 @@ impl<'a> Future for Upgrading<'a> {
 
 // The timed upgrades: an upgrade that, when its time runs out, is stopped instead of
 // dropped, and gives back the token of the upgradable read lock
-// ([`LockFuture::stop_upgrade`]; the waiting itself is in `blocking` and `timeout`).
+// ([`Waiting::stop_upgrade`]; the waiting itself is in `blocking` and `timeout`).
 
 #[cfg(any(feature = "tokio", all(test, async_rwsem_loom)))]
 impl<'a> Upgrading<'a> {
@@ -495,9 +509,10 @@ impl<L: RawRef> Token<L, Upgradable> {
             // the lock), then this, which tells the observers.
             let held = InFlight::new(lock.raw(), WaiterKind::UpgradableRead, held);
             // SAFETY: the token's upgradable read lock goes to the acquire future.
-            let mut acquire = std::pin::pin!(unsafe { LockFuture::upgrade(lock.raw()) });
-            let upgraded = super::blocking::poll_until(acquire.as_mut(), deadline).is_some()
-                || acquire.as_mut().stop_upgrade();
+            let acquire = unsafe { LockFuture::upgrade(lock.raw()) };
+            let mut acquire = std::pin::pin!(Waiting::new(acquire, site));
+            let upgraded = super::blocking::poll_until(acquire.as_mut(), deadline)
+                .or_else(|| acquire.as_mut().stop_upgrade());
             (upgraded, held.into_inner())
         };
         // SAFETY: the upgrade (or the stop) says which lock we own.
@@ -520,11 +535,12 @@ impl<L: RawRef> Token<L, Upgradable> {
             // The `Sleep` outlives the stop (see `race_upgrade`).
             let sleep = std::pin::pin!(tokio::time::sleep(timeout));
             // SAFETY: the token's upgradable read lock goes to the acquire future.
-            let mut acquire = std::pin::pin!(unsafe { LockFuture::upgrade(lock.raw()) });
-            let upgraded = super::timeout::race_upgrade(acquire.as_mut(), sleep)
-                .await
-                .is_some()
-                || acquire.as_mut().stop_upgrade();
+            let acquire = unsafe { LockFuture::upgrade(lock.raw()) };
+            let mut acquire = std::pin::pin!(Waiting::new(acquire, site));
+            let upgraded = match super::timeout::race_upgrade(acquire.as_mut(), sleep).await {
+                Some(wait) => Some(wait),
+                None => acquire.as_mut().stop_upgrade(),
+            };
             (upgraded, held.into_inner())
         };
         // SAFETY: the upgrade (or the stop) says which lock we own.
@@ -532,18 +548,19 @@ impl<L: RawRef> Token<L, Upgradable> {
     }
 
     /// The end of a timed upgrade: the token of the write lock (the observers told of the
-    /// change) if `upgraded`, else that of the upgradable read lock, with `held`.
+    /// change, with the upgrade's wait) if `upgraded`, else that of the upgradable read
+    /// lock, with `held`.
     ///
     /// # Safety
     ///
-    /// The caller owns the write lock of `lock` if `upgraded`, else its upgradable read
-    /// lock; `held` is what the observers know of that hold.
+    /// The caller owns the write lock of `lock` if `upgraded` is `Some`, else its
+    /// upgradable read lock; `held` is what the observers know of that hold.
     unsafe fn after_timed_upgrade(
         lock: L,
         held: Held,
-        upgraded: bool,
+        upgraded: Option<Wait>,
     ) -> Result<Token<L, Write>, Self> {
-        if upgraded {
+        if let Some(wait) = upgraded {
             // SAFETY: the caller's promise: we own the write lock.
             let mut token = unsafe { Token::<L, Write>::from_parts(lock, held) };
             observe::changed(
@@ -551,6 +568,7 @@ impl<L: RawRef> Token<L, Upgradable> {
                 WaiterKind::UpgradableRead,
                 WaiterKind::Write,
                 &mut token.held,
+                wait,
             );
             Ok(token)
         } else {
@@ -561,12 +579,12 @@ impl<L: RawRef> Token<L, Upgradable> {
 }
 
 /// Takes the lock of `raw` in mode `M` if its fast path can; otherwise returns the lock
-/// future (with its wait-list node) to await, which goes on from where the fast path
-/// stopped. So an uncontended acquire builds no future and no node. Cancel safe, as the
+/// future (with its wait-list node) of the acquire called at `site` to await, which goes
+/// on from where the fast path stopped, watched by the observers ([`Waiting`]). So an uncontended acquire builds no future and no node. Cancel safe, as the
 /// lock future is: the fast path either took the lock or hands what it holds (a reader's
 /// bias) to the future, which gives it back if dropped unpolled.
 #[inline]
-pub(crate) fn fast_path_or_future<M: Mode>(raw: &RawRwLock) -> Option<LockFuture<'_>> {
+pub(crate) fn fast_path_or_future<M: Mode>(raw: &ObservedLock, site: Site) -> Option<Waiting<'_>> {
     // SAFETY: the fast path failed just now, on `raw`.
-    (!M::fast(raw)).then(|| unsafe { M::slow(raw) })
+    (!M::fast(raw)).then(|| Waiting::new(unsafe { M::slow(raw) }, site))
 }

@@ -115,7 +115,9 @@ fn lock(policy: Policy) -> RwLock<u32> {
 /// futures are `async fn`s, which refuse a poll after a panic; the raw future must stay
 /// consistent for the ones that are not, such as `Upgrade`, and for the typed layer).
 fn raw_acquire<M: Mode>(l: &RwLock<u32>) -> LockFuture<'_> {
-    crate::rwlock::token::fast_path_or_future::<M>(&l.raw).expect("the fast path was to fail")
+    assert!(!M::fast(&l.raw), "the fast path was to fail");
+    // SAFETY: the fast path failed just now, on this lock.
+    unsafe { M::slow(&l.raw) }
 }
 
 /// The first half of the release of a write lock the test holds (`guard`, forgotten):
