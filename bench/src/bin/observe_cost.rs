@@ -72,6 +72,7 @@ where
 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
+        .enable_time()
         .build()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));

@@ -157,11 +157,17 @@ fn remember(key: u64, holder: Holder) {
 }
 
 /// The index of `class` in the class table, registered if new (cached in the lock).
+#[inline]
 pub(super) fn class_id(class: &LockClass) -> u32 {
-    let cached = class.id.load(std::sync::atomic::Ordering::Relaxed);
-    if cached != 0 {
-        return cached - 1;
+    match class.id.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => register(class),
+        cached => cached - 1,
     }
+}
+
+/// [`class_id`] of a lock seen for the first time.
+#[cold]
+fn register(class: &LockClass) -> u32 {
     let key = class.key();
     let mut graph = graph();
     let id = match graph.ids.get(&key) {

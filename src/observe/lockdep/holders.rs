@@ -10,15 +10,17 @@
 //!
 //! Each owner's held locks live in one shard of a table of mutexes, picked by the
 //! owner: two owners rarely share one, so an acquire and a release take a mutex no other
-//! worker is likely to want, never a process-wide one.
+//! worker is likely to want, never a process-wide one. A shard is a flat list of the
+//! entries of its owners, oldest first: once it has grown, an acquire and a release
+//! allocate nothing.
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::Mode;
 
@@ -171,6 +173,8 @@ pub(super) fn next_entry() -> u64 {
 /// A lock a holder holds.
 #[derive(Debug)]
 pub(super) struct Entry {
+    /// The owner it is charged to.
+    pub(super) owner: Owner,
     pub(super) id: u64,
     /// The lock's number (`LockClass::lock`).
     pub(super) lock: u64,
@@ -216,13 +220,55 @@ pub(super) type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 /// The number of shards of the held sets (and of the validated chains).
 pub(super) const SHARDS: usize = 64;
 
-/// One shard of the held sets, on a cache line pair of its own.
+/// One shard of the held sets, on a cache line pair of its own: the entries of its
+/// owners, oldest first.
 #[repr(align(128))]
-#[derive(Default)]
-struct Shard(Mutex<WordMap<Owner, Vec<Entry>>>);
+struct Shard {
+    entries: Mutex<Vec<Entry>>,
+    /// How many entries it has, written under the mutex (by [`ShardGuard`]'s drop): an
+    /// acquire whose owner's shard is empty has nothing to check, and takes no lock.
+    len: AtomicUsize,
+}
 
-static HELD: LazyLock<Vec<Shard>> =
-    LazyLock::new(|| (0..SHARDS).map(|_| Shard::default()).collect());
+static HELD: [Shard; SHARDS] = [const {
+    Shard {
+        entries: Mutex::new(Vec::new()),
+        len: AtomicUsize::new(0),
+    }
+}; SHARDS];
+
+/// The entries of a shard, locked; its length is published when it is unlocked.
+pub(super) struct ShardGuard {
+    entries: MutexGuard<'static, Vec<Entry>>,
+    len: &'static AtomicUsize,
+}
+
+impl std::ops::Deref for ShardGuard {
+    type Target = Vec<Entry>;
+
+    fn deref(&self) -> &Vec<Entry> {
+        &self.entries
+    }
+}
+
+impl std::ops::DerefMut for ShardGuard {
+    fn deref_mut(&mut self) -> &mut Vec<Entry> {
+        &mut self.entries
+    }
+}
+
+impl Drop for ShardGuard {
+    fn drop(&mut self) {
+        self.len.store(self.entries.len(), Relaxed);
+    }
+}
+
+/// Whether the shard of `owner` may hold entries of `owner`: `false` means it holds
+/// nothing (its own entries were published before the owner moved on, to this thread or
+/// another: the scheduler's hand-off orders them).
+pub(super) fn may_hold(owner: Owner) -> bool {
+    HELD[shard_of(owner)].len.load(Relaxed) != 0
+}
 
 /// The shard of `key`'s hash.
 pub(super) fn shard_of(key: impl Hash) -> usize {
@@ -232,30 +278,30 @@ pub(super) fn shard_of(key: impl Hash) -> usize {
     (hasher.finish() >> 58) as usize % SHARDS
 }
 
-/// The held sets of the shard of `owner`. Nothing panics while it is locked, but a
-/// poisoned mutex is taken as it is: lockdep must never stop a release.
-pub(super) fn held_sets(owner: Owner) -> MutexGuard<'static, WordMap<Owner, Vec<Entry>>> {
-    HELD[shard_of(owner)]
-        .0
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
+/// The entries of the shard of `owner` (of its other owners too: filter by owner).
+/// Nothing panics while it is locked, but a poisoned mutex is taken as it is: lockdep
+/// must never stop a release.
+pub(super) fn shard(owner: Owner) -> ShardGuard {
+    let shard = &HELD[shard_of(owner)];
+    ShardGuard {
+        entries: shard.entries.lock().unwrap_or_else(PoisonError::into_inner),
+        len: &shard.len,
+    }
 }
 
 /// Whether `owner` still holds the entry `id` of lock `lock`.
 pub(super) fn holds(owner: Owner, id: u64, lock: u64) -> bool {
-    held_sets(owner)
-        .get(&owner)
-        .is_some_and(|entries| entries.iter().any(|e| e.id == id && e.lock == lock))
+    shard(owner)
+        .iter()
+        .any(|e| e.owner == owner && e.id == id && e.lock == lock)
 }
 
 /// Takes every entry of lock `lock` off every held set (the lock is dropped while
 /// forgotten guards still hold it).
 pub(super) fn forget_lock(lock: u64) {
     for shard in HELD.iter() {
-        let mut sets = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
-        sets.retain(|_, entries| {
-            entries.retain(|entry| entry.lock != lock);
-            !entries.is_empty()
-        });
+        let mut entries = shard.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.retain(|entry| entry.lock != lock);
+        shard.len.store(entries.len(), Relaxed);
     }
 }

@@ -392,16 +392,11 @@ pub struct HeldLock {
 /// ```
 pub fn held() -> Vec<HeldLock> {
     let holder = Holder::current();
-    let held: Vec<(u32, Mode, &'static Location<'static>)> = holders::held_sets(holder.owner)
-        .get(&holder.owner)
-        .map(|entries| {
-            entries
-                .iter()
-                .filter(|entry| holder.sees(entry.context))
-                .map(|entry| (entry.class, entry.mode, entry.site))
-                .collect()
-        })
-        .unwrap_or_default();
+    let held: Vec<(u32, Mode, &'static Location<'static>)> = holders::shard(holder.owner)
+        .iter()
+        .filter(|entry| entry.owner == holder.owner && holder.sees(entry.context))
+        .map(|entry| (entry.class, entry.mode, entry.site))
+        .collect();
     held.into_iter()
         .map(|(class, mode, location)| HeldLock {
             class: graph::class_name(class),
@@ -562,6 +557,9 @@ pub(crate) fn acquiring(
         return None;
     }
     let holder = Holder::current();
+    if !holders::may_hold(holder.owner) {
+        return None; // nothing held: nothing to check
+    }
     let (class_id, lock) = (graph::class_id(class), class.number());
     let upgrade = attempt == Attempt::Upgrade;
     let mode = Mode::of(kind);
@@ -570,9 +568,9 @@ pub(crate) fn acquiring(
     let mut chain = ChainKey::default();
     let mut conflict = None;
     {
-        let sets = holders::held_sets(holder.owner);
-        for entry in sets.get(&holder.owner).into_iter().flatten() {
-            if !holder.sees(entry.context) {
+        let entries = holders::shard(holder.owner);
+        for entry in entries.iter() {
+            if entry.owner != holder.owner || !holder.sees(entry.context) {
                 continue;
             }
             if entry.lock == lock {
@@ -627,11 +625,11 @@ pub(crate) fn acquiring(
         return None;
     }
     // A chain not yet checked for this holder: the orders, under the graph's mutex.
-    let held: Vec<graph::Held> = holders::held_sets(holder.owner)
-        .get(&holder.owner)
-        .into_iter()
-        .flatten()
-        .filter(|entry| holder.sees(entry.context) && entry.lock != lock)
+    let held: Vec<graph::Held> = holders::shard(holder.owner)
+        .iter()
+        .filter(|entry| {
+            entry.owner == holder.owner && holder.sees(entry.context) && entry.lock != lock
+        })
         .map(|entry| (entry.class, entry.mode, entry.site))
         .collect();
     let acquire = graph::Acquire {
@@ -672,6 +670,7 @@ pub(crate) fn acquired(
 ) -> HeldState {
     let holder = Holder::current();
     let entry = Entry {
+        owner: holder.owner,
         id: holders::next_entry(),
         lock: class.number(),
         class: graph::class_id(class),
@@ -681,10 +680,7 @@ pub(crate) fn acquired(
     };
     let id = entry.id;
     class.holds.fetch_add(1, Relaxed);
-    holders::held_sets(holder.owner)
-        .entry(holder.owner)
-        .or_default()
-        .push(entry);
+    holders::shard(holder.owner).push(entry);
     HeldState {
         owner: holder.owner,
         entry: id,
@@ -693,9 +689,9 @@ pub(crate) fn acquired(
 
 /// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
 pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
-    if let Some(entry) = holders::held_sets(held.owner)
-        .get_mut(&held.owner)
-        .and_then(|entries| entries.iter_mut().find(|entry| entry.id == held.entry))
+    if let Some(entry) = holders::shard(held.owner)
+        .iter_mut()
+        .find(|entry| entry.id == held.entry)
     {
         entry.mode = Mode::of(to);
     }
@@ -704,18 +700,12 @@ pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
 /// The held lock of `class` was released: takes it off the set of the holder it was
 /// charged to, whoever releases it.
 pub(crate) fn released(class: &LockClass, held: HeldState) {
-    let mut sets = holders::held_sets(held.owner);
-    let Some(entries) = sets.get_mut(&held.owner) else {
-        return;
-    };
+    let mut entries = holders::shard(held.owner);
     let Some(at) = entries.iter().rposition(|entry| entry.id == held.entry) else {
         return;
     };
     entries.remove(at);
-    if entries.is_empty() {
-        sets.remove(&held.owner);
-    }
-    drop(sets);
+    drop(entries);
     class.holds.fetch_sub(1, Relaxed);
 }
 

@@ -10,6 +10,7 @@
 //! the waiting future, which panics at that poll (dropping the acquire, as any
 //! cancellation); other reports are made from the watchdog's thread.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -89,19 +90,22 @@ impl Suspect {
 
 thread_local! {
     /// The suspect the acquire being polled on this thread found (see [`Watch::poll`]).
-    static PENDING: std::cell::RefCell<Option<Suspect>> = const { std::cell::RefCell::new(None) };
+    static PENDING: Cell<Option<Box<Suspect>>> = const { Cell::new(None) };
+    /// Whether [`PENDING`] holds one: the one word every poll reads.
+    static HAS_PENDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Hands `suspect` to the poll in progress ([`Watch::poll`] takes it).
 pub(super) fn set_pending(suspect: Suspect) {
-    let _ = PENDING.try_with(|pending| *pending.borrow_mut() = Some(suspect));
+    let _ = PENDING.try_with(|pending| pending.set(Some(Box::new(suspect))));
+    let _ = HAS_PENDING.try_with(|has| has.set(true));
 }
 
-fn take_pending() -> Option<Suspect> {
-    PENDING
-        .try_with(|pending| pending.borrow_mut().take())
-        .ok()
-        .flatten()
+fn take_pending() -> Option<Box<Suspect>> {
+    if !HAS_PENDING.try_with(|has| has.replace(false)).unwrap_or(false) {
+        return None;
+    }
+    PENDING.try_with(Cell::take).ok().flatten()
 }
 
 /// What lockdep keeps in an async acquire future (feature `lockdep`): its suspect, if
@@ -141,7 +145,7 @@ impl Watch {
         let waker = cx.waker().data() as usize;
         let result = holders::polling(waker, || poll(cx));
         if let Some(suspect) = take_pending() {
-            self.suspect = Some(Arc::new(suspect));
+            self.suspect = Some(Arc::new(*suspect));
         }
         if let Some(suspect) = &self.suspect {
             if result.is_pending() {
