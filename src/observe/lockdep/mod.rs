@@ -175,6 +175,12 @@
 //! | two tasks (or two jobs of a `FuturesUnordered`) taking A, B and B, A | yes, at once |
 //! | one task taking A, B, later B, A (no other holder does) | no (two tasks are: yes) |
 //! | a thread taking A, B, later B, A | yes, at once |
+//! | `join!` branches: one holds A across an `.await` while the other takes B; another task takes B, A | yes (a false alarm) |
+//!
+//! The last row is what lockdep still cannot tell: the order two `join!` branches make
+//! (one holds A while the other takes B) is the task's "A, then B", and another task's
+//! "B, then A" closes a cycle with it. Spawn such branches as tasks (or poll them in a
+//! `FuturesUnordered`), or take their locks in one order.
 //!
 //! Each row is a test of the repository (`tests/lockdep_tasks.rs`, `tests/lockdep.rs`).
 
