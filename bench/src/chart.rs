@@ -5,7 +5,8 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::report::{si, CaseResult, Status};
+use crate::report::si;
+use crate::results::{CaseResult, Status};
 use crate::LockKind;
 
 /// One colour per lock, the same in every chart.

@@ -83,6 +83,7 @@ pub mod data;
 pub mod locks;
 pub mod repeat;
 pub mod report;
+pub mod results;
 pub mod runner;
 pub mod sweep;
 pub mod workloads;
@@ -97,8 +98,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::data::Shared;
 use crate::locks::{AsyncRwLock as _, SyncRwLock as _};
-use crate::repeat::Round;
-use crate::report::{CaseResult, Config, Machine, Report, Status};
+use crate::results::{fill_ratios, CaseResult, Config, Machine, Report, Round, Status};
 use crate::runner::{async_task, run_case, sync_task, Timing};
 use crate::workloads::{Workload, WorkloadId};
 
@@ -589,7 +589,7 @@ fn compare(cli: &Cli) -> Result<bool, String> {
                 results.push(r);
             }
         }
-        report::fill_ratios(&mut results);
+        fill_ratios(&mut results);
         rounds.push(Round {
             round,
             started_unix,

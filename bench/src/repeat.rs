@@ -12,36 +12,7 @@
 //! within each round, against tokio's throughput in that same round, and then its median is
 //! taken: machine noise that hits a whole round cancels out of the ratio.
 
-use serde::{Deserialize, Serialize};
-
-use crate::report::{CaseResult, ClassStats, Status, WaitStats};
-
-/// One round of a `--repeat` run, as it ran.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Round {
-    /// 1-based round number.
-    pub round: usize,
-    /// Seconds since the epoch when the round started.
-    pub started_unix: u64,
-    /// One entry per (workload, lock), in run order, `ratio_to_tokio` filled from this round.
-    pub results: Vec<CaseResult>,
-}
-
-/// How far the rounds of one case were apart.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    /// Rounds that measured the case.
-    pub rounds: usize,
-    /// Highest ÷ lowest `total_ops_per_s` over the rounds (1 = identical rounds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_ops_per_s: Option<f64>,
-    /// Highest ÷ lowest `ratio_to_tokio` over the rounds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio_to_tokio: Option<f64>,
-    /// Lowest and highest `ratio_to_tokio` over the rounds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio_to_tokio_range: Option<(f64, f64)>,
-}
+use crate::results::{CaseResult, ClassStats, Round, Spread, Status, WaitStats};
 
 /// The median of `values` (the mean of the two middle ones for an even count); `None` when
 /// empty. NaNs sort last.
@@ -248,7 +219,7 @@ pub fn round_order<T: Copy>(locks: &[T], round: usize) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Report;
+    use crate::results::{Machine, Report, Round};
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
@@ -362,7 +333,7 @@ mod tests {
                 ),
                 case("tokio", base, 0.9, 500),
             ];
-            crate::report::fill_ratios(&mut results);
+            crate::results::fill_ratios(&mut results);
             Round {
                 round,
                 started_unix: 0,
@@ -439,7 +410,7 @@ mod tests {
         let rounds = rounds();
         let keys = keys_of(&rounds);
         let report = Report {
-            machine: crate::report::Machine {
+            machine: Machine {
                 cores: 2,
                 threads: 8,
                 cpu: None,
@@ -447,7 +418,7 @@ mod tests {
                 git_rev: None,
                 started_unix: 1,
             },
-            config: crate::report::Config {
+            config: crate::results::Config {
                 duration_s: 0.4,
                 warmup_s: 0.1,
                 quick: true,

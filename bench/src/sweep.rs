@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::chart::{self, SweepPoint};
 use crate::data::Shared;
-use crate::report::{self, CaseResult, Machine, Status};
+use crate::report;
+use crate::results::{CaseResult, ClassStats, Machine, Status};
 use crate::runner::{async_task, run_case, sync_task, Measured, Timing};
 use crate::workloads::{Workload, WorkloadId};
 use crate::{locks, machine, run_one, summary, write_json, Cli, LockKind, Progress};
@@ -212,7 +213,7 @@ pub fn sweep(cli: &Cli) -> Result<bool, String> {
         "wait p50/p99/max"
     );
     let row = |label: &str, spin: &str, handoff: &str, r: &CaseResult| {
-        let task = |c: &Option<report::ClassStats>| {
+        let task = |c: &Option<ClassStats>| {
             c.map(|c| {
                 format!(
                     "{}/{}/{}",
