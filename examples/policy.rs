@@ -1,53 +1,166 @@
-//! Choosing a policy: the default (throughput, bounded unfairness) or strict FIFO order.
+//! Choosing a policy: what the default, a smaller reader batch and the strict order each do
+//! with the same queue.
 //!
-//! The default lets an arriving reader join readers and a spinning writer take a lock that
-//! comes free before the queue's head, and bounds what the head can lose with a timed
-//! handoff. `Policy::fifo()` serves waiters strictly in arrival order, as
-//! `tokio::sync::RwLock` does. Run: `cargo run --example policy`.
+//! Eight tasks queue behind a writer, alternating writer and reader (W0 R1 W2 R3 W4 R5 W6
+//! R7, in that order), then the writer leaves. Each policy hands the lock out in its own
+//! order, printed as the groups that held it together (`[R1 R3]`: granted at one release,
+//! holding it at the same time), with the reason on the line below.
+//!
+//! The example drives the tasks itself, as an executor would: tokio-test mock tasks, each
+//! polled once it was woken, every group released before the next poll. Nothing here depends
+//! on timing (no handoff timeout can expire: every grant below is made at a release, by the
+//! rules alone), so it prints the same on every machine, and checks that it did.
+//! Run: `cargo run --example policy`.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
-use async_rwsem::{Policy, RwLock};
+use async_rwsem::{Policy, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio_test::task::{spawn, Spawn};
 
-/// Eight tasks queue behind a writer, alternating writer and reader; returns the order in
-/// which they got the lock.
-async fn grant_order(policy: Policy) -> Vec<String> {
-    let lock = Arc::new(RwLock::with_policy((), policy));
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let held = lock.write().await; // everyone below queues behind this guard
-    let mut tasks = Vec::new();
-    for i in 0..8 {
-        let (lock, order) = (lock.clone(), order.clone());
-        tasks.push(tokio::spawn(async move {
-            if i % 2 == 0 {
-                let _w = lock.write().await;
-                order.lock().unwrap().push(format!("W{i}"));
-            } else {
-                let _r = lock.read().await;
-                order.lock().unwrap().push(format!("R{i}"));
-            }
-        }));
-        tokio::task::yield_now().await; // task i queues before task i + 1 is spawned
-    }
-    drop(held);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let order = order.lock().unwrap().clone();
-    order
+/// What a queued task holds once it gets the lock.
+#[allow(dead_code)] // the guards are held, never read: holding is the point
+enum Held<'a> {
+    /// A reader's guard.
+    Read(RwLockReadGuard<'a, ()>),
+    /// A writer's guard.
+    Write(RwLockWriteGuard<'a, ()>),
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    // A handoff after 5 ms rather than the default's 500 us; everything else as the default.
-    let tuned = Policy::new().handoff_timeout(Duration::from_millis(5));
-    println!("default: {:?}", grant_order(Policy::default()).await);
-    println!("tuned:   {:?}", grant_order(tuned).await);
+/// A queued task: its name and its acquire, as a mock task.
+type Waiter<'a> = (String, Spawn<Pin<Box<dyn Future<Output = Held<'a>> + 'a>>>);
 
-    let fifo = grant_order(Policy::fifo()).await;
-    println!("fifo:    {fifo:?}");
-    // Under fifo the writers got the lock in the order they queued.
-    let writers: Vec<_> = fifo.iter().filter(|e| e.starts_with('W')).collect();
-    assert_eq!(writers, ["W0", "W2", "W4", "W6"]);
+/// Queues W0 R1 W2 R3 W4 R5 W6 R7 behind a writer, lets the writer go, and returns the
+/// groups in which they got the lock (a group holds it together).
+fn grant_order(policy: Policy) -> Vec<Vec<String>> {
+    let lock = RwLock::with_policy((), policy);
+    let held = lock.try_write().expect("a new lock is free");
+    let mut queue: Vec<Waiter<'_>> = Vec::new();
+    for i in 0..8 {
+        let (name, acquire): (String, Pin<Box<dyn Future<Output = Held<'_>>>>) = if i % 2 == 0 {
+            (
+                format!("W{i}"),
+                Box::pin(async { Held::Write(lock.write().await) }),
+            )
+        } else {
+            (
+                format!("R{i}"),
+                Box::pin(async { Held::Read(lock.read().await) }),
+            )
+        };
+        let mut task = spawn(acquire);
+        // Until it sleeps in the queue: a writer first spins and yields once (it wakes
+        // itself), as it would on a worker thread.
+        loop {
+            assert!(task.poll().is_pending(), "{name} got a held lock");
+            if !task.is_woken() {
+                break;
+            }
+        }
+        queue.push((name, task));
+    }
+    drop(held);
+
+    let mut groups = Vec::new();
+    while !queue.is_empty() {
+        assert!(
+            queue.iter().any(|(_, task)| task.is_woken()),
+            "the lock is free and nobody was woken: {:?}",
+            queue.iter().map(|(name, _)| name).collect::<Vec<_>>()
+        );
+        // One turn of the executor: poll the woken tasks in queue order.
+        let mut group = Vec::new();
+        let mut guards = Vec::new();
+        queue.retain_mut(|(name, task)| {
+            if !task.is_woken() {
+                return true;
+            }
+            match task.poll() {
+                Poll::Ready(guard) => {
+                    group.push(name.clone());
+                    guards.push(guard);
+                    false
+                }
+                Poll::Pending => true,
+            }
+        });
+        if !group.is_empty() {
+            groups.push(group);
+        }
+        drop(guards); // the group leaves: the last release hands the lock on
+    }
+    groups
+}
+
+/// `[R1 R3] [W0]`.
+fn show(groups: &[Vec<String>]) -> String {
+    let groups: Vec<String> = groups
+        .iter()
+        .map(|g| format!("[{}]", g.join(" ")))
+        .collect();
+    groups.join(" ")
+}
+
+/// `text` in lines of at most `width` columns, each indented by `indent` spaces.
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent + line.len() + 1 + word.len() > width {
+            out += &format!("{:indent$}{line}\n", "");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line += word;
+    }
+    out + &format!("{:indent$}{line}\n", "")
+}
+
+fn main() {
+    println!("W0 R1 W2 R3 W4 R5 W6 R7 queue behind a writer, which then leaves.");
+    println!("[..] = the tasks one release lets in together, in the order they got the lock.\n");
+    let cases: [(&str, Policy, &str, &str); 3] = [
+        (
+            "default",
+            Policy::default(),
+            "[R1 R3 R5 R7] [W0] [W2] [W4] [W6]",
+            "the readers queued behind the head writer W0 can share the lock, so the release \
+             grants them past it in one batch (at most 4 pass a writer) and gives W0 the \
+             handoff: W0 goes next, when they leave, and no one else may take the lock \
+             first. Writers never pass one another. 5 turns instead of fifo's 8: the \
+             readers wait out one writer together instead of one each.",
+        ),
+        (
+            "batch 2",
+            Policy::new().reader_wake_batch(2),
+            "[R1 R3] [W0] [R5 R7] [W2] [W4] [W6]",
+            "reader_wake_batch(2): a release grants at most 2 readers, so only R1 and R3 \
+             pass W0; R5 and R7 wait for the next release with a writer at the head (W2) \
+             and pass that one. The readers queued last get in third instead of first, the \
+             writers no sooner: the batch bounds how many tasks one release wakes (the \
+             kernel's 256), not the writers' wait.",
+        ),
+        (
+            "fifo",
+            Policy::fifo(),
+            "[W0] [R1] [W2] [R3] [W4] [R5] [W6] [R7]",
+            "Policy::fifo(), tokio's order: nobody passes a waiter queued before it, so a \
+             reader shares the lock only with the readers queued right beside it (none \
+             here): 8 turns, first come, first served.",
+        ),
+    ];
+    for (name, policy, expected, why) in cases {
+        let order = show(&grant_order(policy));
+        println!("{name:8} {order}");
+        println!("{}", wrap(why, 9, 88));
+        // The reason printed above is only true of this order: if the lock's rules change,
+        // this example must be told.
+        assert_eq!(
+            order, expected,
+            "{name}: the lock's rules changed; update the example"
+        );
+    }
 }
