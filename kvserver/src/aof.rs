@@ -74,6 +74,8 @@ const OP_END: u8 = 5;
 const OP_VALUE: u8 = 6;
 const OP_EXPIRE: u8 = 7;
 const OP_MUTATE: u8 = 8;
+/// A transaction (`EXEC`): the framed records of its commands, replayed together or not at all.
+const OP_MULTI: u8 = 9;
 
 // The type bytes of `VALUE` and the kind bytes of `MUTATE`.
 const T_LIST: u8 = 1;
@@ -297,6 +299,13 @@ pub fn put_mutate(out: &mut Vec<u8>, key: &[u8], m: &Mutation) {
     r.finish()
 }
 
+/// A transaction's record: `records` (framed records, as the `put_*` functions write them) in
+/// one record, so that a torn or failed write drops all of them and replay applies all or none.
+pub fn put_multi(out: &mut Vec<u8>, records: &[u8]) {
+    out.reserve(REC_HEADER + 5 + records.len());
+    RecBuf::begin(out, OP_MULTI).bytes(records).finish()
+}
+
 pub fn put_flushall(out: &mut Vec<u8>) {
     RecBuf::begin(out, OP_FLUSHALL).finish()
 }
@@ -514,12 +523,43 @@ fn read_stream<'a>(
                 what.display()
             ));
         }
-        let op = decode(payload).ok_or_else(|| {
+        let bad = || {
             format!(
                 "{}: corrupt record at offset {at} (bad payload)",
                 what.display()
             )
-        })?;
+        };
+        if payload.first() == Some(&OP_MULTI) {
+            // A transaction: its records are checked whole before any of them is applied.
+            let inner = Reader(&payload[1..])
+                .bytes()
+                .filter(|b| b.len() + 5 == payload.len());
+            let inner = inner.ok_or_else(bad)?;
+            let mut ops = Vec::new();
+            let mut i = 0;
+            while i < inner.len() {
+                let rest = &inner[i..];
+                let n = rest
+                    .get(0..4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize)
+                    .filter(|n| REC_HEADER + n <= rest.len())
+                    .ok_or_else(bad)?;
+                let body = &rest[REC_HEADER..REC_HEADER + n];
+                if crc32fast::hash(body) != u32::from_le_bytes(rest[4..8].try_into().unwrap())
+                    || body.first() == Some(&OP_MULTI)
+                {
+                    return Err(bad());
+                }
+                ops.push(decode(body).ok_or_else(bad)?);
+                i += REC_HEADER + n;
+            }
+            for op in ops {
+                f(op).map_err(|e| format!("{}: record at offset {at}: {e}", what.display()))?;
+            }
+            at += REC_HEADER + len;
+            continue;
+        }
+        let op = decode(payload).ok_or_else(bad)?;
         f(op).map_err(|e| format!("{}: record at offset {at}: {e}", what.display()))?;
         at += REC_HEADER + len;
     }
@@ -1009,6 +1049,26 @@ impl std::ops::DerefMut for Held {
     }
 }
 
+/// Why the log refuses records now, if it does.
+fn refusal(p: &Pending) -> Result<(), String> {
+    if let Some(e) = &p.broken {
+        return Err(format!(
+            "MISCONF the append-only log failed ({e}); writes are refused until the server is restarted"
+        ));
+    }
+    if p.rollback_from.is_some() {
+        return Err(
+            "MISCONF the append-only log failed; writes are refused while the writes it refused are undone".into(),
+        );
+    }
+    if let Some(e) = &p.sync_error {
+        return Err(format!(
+            "MISCONF Errors writing to the AOF file: {e}; writes are refused until an fsync succeeds"
+        ));
+    }
+    Ok(())
+}
+
 impl Log {
     /// Opens the log that [`load`] just replayed; `lock` is the directory's lock, held as long
     /// as the log lives.
@@ -1084,21 +1144,7 @@ impl Log {
     ) -> Result<u64, String> {
         let mut guard = self.inner.lock_pending();
         let p = &mut *guard;
-        if let Some(e) = &p.broken {
-            return Err(format!(
-                "MISCONF the append-only log failed ({e}); writes are refused until the server is restarted"
-            ));
-        }
-        if p.rollback_from.is_some() {
-            return Err(
-                "MISCONF the append-only log failed; writes are refused while the writes it refused are undone".into(),
-            );
-        }
-        if let Some(e) = &p.sync_error {
-            return Err(format!(
-                "MISCONF Errors writing to the AOF file: {e}; writes are refused until an fsync succeeds"
-            ));
-        }
+        refusal(p)?;
         let start = p.buf.len();
         rec(&mut p.buf);
         if p.buf.len() - start - REC_HEADER > MAX_RECORD {
@@ -1114,6 +1160,15 @@ impl Log {
         self.inner.appended.store(p.seq, Ordering::Release);
         self.inner.stats.records.fetch_add(1, Ordering::Relaxed);
         Ok(p.seq)
+    }
+
+    /// Whether [`Log::append`] would accept a record now (a transaction's commands ask before
+    /// they change anything; their one record is appended at the end), and the epoch of the
+    /// `SAVE` running now, if any (whose `rewrite` part a record would get).
+    pub fn accepts(&self) -> Result<Option<u64>, String> {
+        let p = self.inner.lock_pending();
+        refusal(&p)?;
+        Ok(p.rewrite_epoch)
     }
 
     /// The sequence number of the last record appended so far.

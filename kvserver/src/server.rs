@@ -158,6 +158,7 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         clients: Default::default(),
         next_client_id: AtomicU64::new(1),
         shutdown_requested: tokio::sync::Notify::new(),
+        watches: Default::default(),
     });
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(serve(shared, listener, rx));
@@ -318,11 +319,15 @@ struct ClientSlot<'a, L> {
 
 impl<L> Drop for ClientSlot<'_, L> {
     fn drop(&mut self) {
-        self.shared
+        let info = self
+            .shared
             .clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
+        if let Some(info) = info {
+            commands::unwatch(self.shared, &info);
+        }
         self.shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
     }
 }

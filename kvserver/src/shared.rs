@@ -4,7 +4,7 @@
 //! `server`: the dependency goes one way (server -> commands -> shared -> store).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,6 +88,74 @@ pub struct Shared<L> {
     pub(crate) next_client_id: AtomicU64,
     /// Set by `SHUTDOWN`.
     pub(crate) shutdown_requested: tokio::sync::Notify,
+    /// The keys clients `WATCH`.
+    pub(crate) watches: Watches,
+}
+
+/// Who watches which key (`WATCH`): each watching client's flag, set when another command
+/// may have changed the key. Writes look here only while some key is watched.
+#[derive(Default)]
+pub struct Watches {
+    count: AtomicUsize,
+    map: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Vec<Arc<AtomicBool>>>>,
+}
+
+impl Watches {
+    /// Whether any key is watched.
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) != 0
+    }
+
+    pub fn add(&self, key: &[u8], flag: &Arc<AtomicBool>) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let list = m.entry(key.to_vec()).or_default();
+        if !list.iter().any(|f| Arc::ptr_eq(f, flag)) {
+            list.push(flag.clone());
+            self.count.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    pub fn remove(&self, key: &[u8], flag: &Arc<AtomicBool>) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = m.get_mut(key) {
+            let before = list.len();
+            list.retain(|f| !Arc::ptr_eq(f, flag));
+            self.count.fetch_sub(before - list.len(), Ordering::AcqRel);
+            if list.is_empty() {
+                m.remove(key);
+            }
+        }
+    }
+
+    /// Flags every client that watches one of `keys`.
+    pub fn touch<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+        let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        for k in keys {
+            for f in m.get(k).into_iter().flatten() {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Every watched key.
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        m.keys().cloned().collect()
+    }
+}
+
+/// A client's `MULTI` and `WATCH` state.
+#[derive(Default)]
+pub struct TxState {
+    /// The commands queued since `MULTI`.
+    pub queued: Vec<crate::resp::Args>,
+    /// A command was refused while queueing: `EXEC` fails with `EXECABORT`.
+    pub refused: bool,
+    /// The watched keys, each with its state when it was watched (see
+    /// [`crate::store::Store::fingerprint`]).
+    pub watched: Vec<(Vec<u8>, Option<u64>)>,
+    /// Set when a watched key may have changed.
+    pub dirty: Arc<AtomicBool>,
 }
 
 impl<L> Shared<L> {
@@ -130,6 +198,8 @@ pub struct ClientInfo {
     pub(crate) lib: std::sync::Mutex<(String, String)>,
     /// The client is inside `MULTI` (`flags=x`), with this many commands queued.
     pub multi: AtomicUsize,
+    /// Its transaction and watches (only its own connection uses it).
+    pub(crate) tx: std::sync::Mutex<TxState>,
 }
 
 /// [`ClientInfo::last_cmd`] before the first command.
@@ -162,6 +232,7 @@ impl ClientInfo {
             last_cmd: AtomicUsize::new(NO_COMMAND),
             lib: Default::default(),
             multi: AtomicUsize::new(NOT_IN_MULTI),
+            tx: Default::default(),
         }
     }
 

@@ -23,6 +23,7 @@
 //! pass while due entries remain. Both use a per-shard heap of deadlines. Expiries are never
 //! logged: records carry the deadline, so replay drops them.
 
+use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
@@ -434,7 +435,9 @@ pub struct SaveState {
 }
 
 pub struct Store<L> {
-    shards: Box<[L]>,
+    /// The shards. Commands never lock them directly but through [`Store::rlock`] and
+    /// [`Store::wlock`], which hand out the shards an `EXEC` running in this task holds.
+    locks: Box<[L]>,
     undo: std::sync::Mutex<UndoLog>,
     pub saves: SaveState,
     hasher: RandomState,
@@ -520,7 +523,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         let store = Store {
             // Commands that take several shards take them in index order: a nesting to
             // lockdep (`AsyncRwLock::new_shard`).
-            shards: shards
+            locks: shards
                 .into_iter()
                 .enumerate()
                 .map(|(index, shard)| L::new_shard(shard, index))
@@ -541,7 +544,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     }
 
     pub fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.locks.len()
     }
 
     pub fn log(&self) -> Option<&Log> {
@@ -549,7 +552,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     }
 
     fn locate(&self, key: &[u8]) -> (usize, u64) {
-        shard_of(&self.hasher, self.shards.len(), key)
+        shard_of(&self.hasher, self.locks.len(), key)
     }
 
     /// The part of a multi-key record that belongs in the log being rewritten: the keys of
@@ -567,6 +570,23 @@ impl<L: ShardLock<Shard>> Store<L> {
         rewrite: impl FnOnce(u64, &mut Vec<u8>),
     ) -> StoreResult<()> {
         if let Some(log) = &self.log {
+            if in_txn(self).is_some() {
+                // Inside EXEC: into the transaction's one record, appended at its end.
+                let epoch = log.accepts()?;
+                TXN.with(|t| {
+                    let mut l = t.log.borrow_mut();
+                    rec(&mut l.rec);
+                    if let Some(ep) = epoch {
+                        if l.rewrite_epoch != Some(ep) {
+                            l.rewrite.clear();
+                            l.rewrite_epoch = Some(ep);
+                        }
+                        rewrite(ep, &mut l.rewrite);
+                    }
+                });
+                *seq = IN_TXN;
+                return Ok(());
+            }
             *seq = log.append(rec, rewrite)?;
         }
         Ok(())
@@ -591,6 +611,10 @@ impl<L: ShardLock<Shard>> Store<L> {
     fn push_undo(&self, seq: u64, items: impl IntoIterator<Item = (usize, UndoOp)>) {
         let Some(log) = &self.log else { return };
         if seq == 0 {
+            return;
+        }
+        if seq == IN_TXN {
+            TXN.with(|t| t.log.borrow_mut().undo.extend(items));
             return;
         }
         let mut u = self.undo.lock().unwrap_or_else(|e| e.into_inner());
@@ -627,8 +651,8 @@ impl<L: ShardLock<Shard>> Store<L> {
         if log.rollback_from().is_none() {
             return;
         }
-        let mut guards = Vec::with_capacity(self.shards.len());
-        for s in self.shards.iter() {
+        let mut guards = Vec::with_capacity(self.locks.len());
+        for s in self.locks.iter() {
             guards.push(s.write().await);
         }
         // Every writer that appended a failed record pushed its undo before it released its
@@ -643,21 +667,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         // newest first, and within one record in reverse.
         items.sort_by_key(|x| x.seq);
         for x in items.into_iter().rev() {
-            let g = &mut guards[x.shard];
-            match x.op {
-                UndoOp::Key { hash, key, old } => g.restore(hash, &key, old),
-                UndoOp::Expire { hash, key, old_at } => {
-                    g.set_expire(hash, &key, old_at);
-                }
-                UndoOp::Inverse { hash, key, ops } => {
-                    if let Some(e) = g.get_mut(hash, &key) {
-                        for m in ops {
-                            value::apply(&mut e.value, m);
-                        }
-                    }
-                }
-                UndoOp::Shard(old) => **g = *old,
-            }
+            undo(&mut guards[x.shard], x.op);
         }
         log.rolled_back();
     }
@@ -681,7 +691,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// `WRONGTYPE` if the key holds another type.
     pub async fn get<R>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> StoreResult<R> {
         let (i, h) = self.locate(key);
-        let g = self.shards[i].read().await;
+        let g = self.rlock(i).await;
         let mut clock = Clock::new();
         let v = g.get(h, key).filter(|e| clock.live(e));
         Ok(f(v.map(|e| e.value.bytes()).transpose()?))
@@ -690,15 +700,27 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// Calls `f` with the live value of `key` (any type), under the shard's read lock.
     pub async fn read<R>(&self, key: &[u8], f: impl FnOnce(Option<&Value>) -> R) -> R {
         let (i, h) = self.locate(key);
-        let g = self.shards[i].read().await;
+        let g = self.rlock(i).await;
         let mut clock = Clock::new();
         f(g.get(h, key).filter(|e| clock.live(e)).map(|e| &e.value))
+    }
+
+    /// What `WATCH` remembers of a key: a hash of its live value and deadline (`None`: absent
+    /// or expired). `EXEC` compares it again under its locks.
+    pub async fn fingerprint(&self, key: &[u8]) -> Option<u64> {
+        let (i, h) = self.locate(key);
+        let g = self.rlock(i).await;
+        let mut clock = Clock::new();
+        let e = g.get(h, key).filter(|e| clock.live(e))?;
+        let mut buf = Vec::new();
+        aof::put_value(&mut buf, key, &e.value, e.expire_at);
+        Some(self.hasher.hash_one(&buf))
     }
 
     /// Remaining time to live in ms: `None` if the key is missing, `Some(-1)` if it has none.
     pub async fn pttl(&self, key: &[u8]) -> Option<i64> {
         let (i, h) = self.locate(key);
-        let g = self.shards[i].read().await;
+        let g = self.rlock(i).await;
         let mut clock = Clock::new();
         let e = g.get(h, key).filter(|e| clock.live(e))?;
         Some(if e.expire_at == 0 {
@@ -714,7 +736,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
         for &i in &idx {
-            guards.push(self.shards[i].read().await);
+            guards.push(self.rlock(i).await);
         }
         let mut clock = Clock::new();
         for (n, (key, &(i, h))) in keys.iter().zip(&located).enumerate() {
@@ -731,8 +753,8 @@ impl<L: ShardLock<Shard>> Store<L> {
 
     pub async fn dbsize(&self) -> usize {
         let mut n = 0;
-        for s in self.shards.iter() {
-            n += s.read().await.len;
+        for i in 0..self.locks.len() {
+            n += self.rlock(i).await.len;
         }
         n
     }
@@ -742,8 +764,8 @@ impl<L: ShardLock<Shard>> Store<L> {
             keys: 0,
             expires: 0,
         };
-        for s in self.shards.iter() {
-            let g = s.read().await;
+        for i in 0..self.locks.len() {
+            let g = self.rlock(i).await;
             info.keys += g.len;
             info.expires += g.volatile;
         }
@@ -754,8 +776,8 @@ impl<L: ShardLock<Shard>> Store<L> {
     pub async fn keys(&self, pattern: &[u8]) -> Vec<Vec<u8>> {
         let all = pattern == b"*";
         let mut out = Vec::new();
-        for s in self.shards.iter() {
-            let g = s.read().await;
+        for i in 0..self.locks.len() {
+            let g = self.rlock(i).await;
             let mut clock = Clock::new();
             for (_, k, e) in g.iter_from(0) {
                 if clock.live(e) && (all || glob::matches(pattern, k)) {
@@ -784,8 +806,8 @@ impl<L: ShardLock<Shard>> Store<L> {
         let mut visited = 0usize;
         let mut keys = Vec::new();
         let count = count.max(1);
-        while shard < self.shards.len() {
-            let g = self.shards[shard].read().await;
+        while shard < self.locks.len() {
+            let g = self.rlock(shard).await;
             let mut clock = Clock::new();
             let mut last_prefix = None;
             for (h, k, e) in g.iter_from(from) {
@@ -805,7 +827,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             drop(g);
             shard += 1;
             from = 0;
-            if visited >= count && shard < self.shards.len() {
+            if visited >= count && shard < self.locks.len() {
                 return ((shard as u64) << 48, keys);
             }
         }
@@ -826,7 +848,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         seq: &mut u64,
     ) -> StoreResult<SetOutcome> {
         let (i, h) = self.locate(key);
-        let mut guard = self.shards[i].write().await;
+        let mut guard = self.wlock(i).await;
         let g = &mut *guard;
         let mut clock = Clock::new();
         // One lookup: the entry found (live or not) is replaced in place below.
@@ -879,7 +901,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// `INCRBY`; the deadline, if any, is kept.
     pub async fn incr_by(&self, key: &[u8], delta: i64, seq: &mut u64) -> StoreResult<i64> {
         let (i, h) = self.locate(key);
-        let mut g = self.shards[i].write().await;
+        let mut g = self.wlock(i).await;
         let mut clock = Clock::new();
         let (old, expire_at) = match g.get(h, key).filter(|e| clock.live(e)) {
             Some(e) => (
@@ -927,7 +949,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         seq: &mut u64,
     ) -> StoreResult<bool> {
         let (i, h) = self.locate(key);
-        let mut g = self.shards[i].write().await;
+        let mut g = self.wlock(i).await;
         let mut clock = Clock::new();
         let Some(e) = g.get(h, key).filter(|e| clock.live(e)) else {
             return Ok(false);
@@ -972,7 +994,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// `PERSIST`: clears the deadline; whether the key had one.
     pub async fn persist(&self, key: &[u8], seq: &mut u64) -> StoreResult<bool> {
         let (i, h) = self.locate(key);
-        let mut g = self.shards[i].write().await;
+        let mut g = self.wlock(i).await;
         let mut clock = Clock::new();
         let Some(e) = g.get(h, key).filter(|e| clock.live(e)) else {
             return Ok(false);
@@ -994,7 +1016,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
         for &i in &idx {
-            guards.push(self.shards[i].write().await);
+            guards.push(self.wlock(i).await);
         }
         let mut clock = Clock::new();
         let mut seen = HashSet::new();
@@ -1042,7 +1064,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
         for &i in &idx {
-            guards.push(self.shards[i].write().await);
+            guards.push(self.wlock(i).await);
         }
         if nx {
             let mut clock = Clock::new();
@@ -1105,7 +1127,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         f: impl FnOnce(Option<&Entry>, u64) -> StoreResult<(Change, R)>,
     ) -> StoreResult<R> {
         let (i, h) = self.locate(key);
-        let mut g = self.shards[i].write().await;
+        let mut g = self.wlock(i).await;
         let mut clock = Clock::new();
         let now = clock.now();
         let live = g
@@ -1171,7 +1193,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         f: impl FnOnce(Option<&Value>) -> StoreResult<(Option<Mutation>, R)>,
     ) -> StoreResult<R> {
         let (i, h) = self.locate(key);
-        let mut g = self.shards[i].write().await;
+        let mut g = self.wlock(i).await;
         let mut clock = Clock::new();
         let live = g.get(h, key).filter(|e| clock.live(e));
         let existed = live.is_some();
@@ -1235,7 +1257,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         let idx = involved(&located);
         let mut guards = Vec::with_capacity(idx.len());
         for &i in &idx {
-            guards.push(self.shards[i].write().await);
+            guards.push(self.wlock(i).await);
         }
         let (si, sh) = located[0];
         let (di, dh) = located[1];
@@ -1282,10 +1304,10 @@ impl<L: ShardLock<Shard>> Store<L> {
 
     /// A live key chosen at random, or `None` if there is none.
     pub async fn random_key(&self) -> Option<Vec<u8>> {
-        let n = self.shards.len();
+        let n = self.locks.len();
         let first = rand::random::<usize>() % n;
         for k in 0..n {
-            let g = self.shards[(first + k) % n].read().await;
+            let g = self.rlock((first + k) % n).await;
             if let Some(key) = g.random_live(now_ms()) {
                 return Some(key.to_vec());
             }
@@ -1300,10 +1322,15 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// after it to shards snapshotted later (they are in the snapshot, which replay loads
     /// first).
     pub async fn flushall(&self, seq: &mut u64) -> StoreResult<()> {
-        let _no_save_running = self.save_lock.lock().await;
-        let mut guards = Vec::with_capacity(self.shards.len());
-        for s in self.shards.iter() {
-            guards.push(s.write().await);
+        // An EXEC that holds the shards took the SAVE lock before them (see `transaction`).
+        let _no_save_running = match in_txn(self) {
+            Some(true) => None,
+            Some(false) => return Err("ERR FLUSHALL in a transaction that did not plan it".into()),
+            None => Some(self.save_lock.lock().await),
+        };
+        let mut guards = Vec::with_capacity(self.locks.len());
+        for i in 0..self.locks.len() {
+            guards.push(self.wlock(i).await);
         }
         // No SAVE runs, so nothing is asked for the new log.
         self.log_append(seq, aof::put_flushall, |_, _| {})?;
@@ -1327,7 +1354,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             .ok_or("ERR persistence is disabled (--appendonly no)")?;
         let _one_at_a_time = self.save_lock.lock().await;
         let mut snap = log.begin_rewrite().await?;
-        for (i, shard) in self.shards.iter().enumerate() {
+        for (i, shard) in self.locks.iter().enumerate() {
             let g = shard.read().await;
             let mut clock = Clock::new();
             let mut buf = Vec::new();
@@ -1362,7 +1389,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     pub async fn sweep(&self, chunk: usize) -> (usize, bool) {
         let mut removed = 0;
         let mut more = false;
-        for s in self.shards.iter() {
+        for s in self.locks.iter() {
             let now = now_ms();
             if !s.read().await.due(now) {
                 continue;
@@ -1377,7 +1404,7 @@ impl<L: ShardLock<Shard>> Store<L> {
 
     /// The lock statistics of every shard that has any.
     pub fn lock_stats(&self) -> Vec<(usize, String)> {
-        self.shards
+        self.locks
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.stats().map(|t| (i, t)))
@@ -1401,6 +1428,24 @@ fn undo_expire(hash: u64, key: &[u8], old_at: u64) -> UndoOp {
     }
 }
 
+/// Puts back what one change replaced.
+fn undo(g: &mut Shard, op: UndoOp) {
+    match op {
+        UndoOp::Key { hash, key, old } => g.restore(hash, &key, old),
+        UndoOp::Expire { hash, key, old_at } => {
+            g.set_expire(hash, &key, old_at);
+        }
+        UndoOp::Inverse { hash, key, ops } => {
+            if let Some(e) = g.get_mut(hash, &key) {
+                for m in ops {
+                    value::apply(&mut e.value, m);
+                }
+            }
+        }
+        UndoOp::Shard(old) => *g = *old,
+    }
+}
+
 fn shard_of(hasher: &RandomState, n: usize, key: &[u8]) -> (usize, u64) {
     let h = hasher.hash_one(key);
     (((h as u128 * n as u128) >> 64) as usize, h)
@@ -1412,4 +1457,221 @@ fn involved(located: &[(usize, u64)]) -> Vec<usize> {
     idx.sort_unstable();
     idx.dedup();
     idx
+}
+
+// ---- transactions ---------------------------------------------------------------------------
+//
+// `EXEC` runs its queued commands through the ordinary store methods while it holds the write
+// locks of every shard they touch, taken in index order before the first command (so an
+// `EXEC` is one critical section across shards, and cannot deadlock with the multi-key
+// commands, which take shards in the same order). The shards it holds, and what its commands
+// log, live in a task-local `Txn` while the commands run: `rlock`/`wlock` hand out the held
+// shards instead of locking them again, `log_append` collects the records and `push_undo`
+// the undo information. At the end the records go to the log as one `MULTI` record, and if
+// the log refuses it, every change is undone before the locks are released.
+
+tokio::task_local! {
+    static TXN: Txn;
+}
+
+/// The sequence number the commands of a transaction get for their writes: their record is
+/// the transaction's, appended at its end.
+const IN_TXN: u64 = u64::MAX - 1;
+
+/// A shard an `EXEC` holds the write lock of.
+struct HeldShard {
+    index: usize,
+    shard: ShardPtr,
+    /// Lent to a command now (a second loan while one is out would alias it: a bug, panics).
+    lent: Cell<bool>,
+}
+
+/// A pointer to the data of a shard whose write guard the `EXEC` that made it holds.
+struct ShardPtr(*mut Shard);
+
+// SAFETY: the pointer is only dereferenced from the task of the `EXEC` that holds the write
+// guard it points into, while that guard is held (`Store::transaction` keeps it for the whole
+// scope of the task-local); the `lent` flag makes the loans exclusive.
+unsafe impl Send for ShardPtr {}
+
+struct Txn {
+    /// The store it runs on (its address).
+    store: usize,
+    /// Ascending by index.
+    held: Vec<HeldShard>,
+    /// Whether it holds the `SAVE` lock (taken before the shards when it flushes).
+    save_lock: bool,
+    log: RefCell<TxnLog>,
+}
+
+#[derive(Default)]
+struct TxnLog {
+    /// The records of its commands, framed, in order.
+    rec: Vec<u8>,
+    /// Their parts for the log a `SAVE` is writing (see `Log::append`), for `rewrite_epoch`.
+    rewrite: Vec<u8>,
+    rewrite_epoch: Option<u64>,
+    undo: Vec<(usize, UndoOp)>,
+}
+
+/// `Some(whether it holds the SAVE lock)` when an `EXEC` on `store` runs in this task.
+fn in_txn<L>(store: &Store<L>) -> Option<bool> {
+    let me = store as *const Store<L> as usize;
+    TXN.try_with(|t| (t.store == me).then_some(t.save_lock))
+        .ok()
+        .flatten()
+}
+
+/// A shard's data under its read or write lock, or lent by the `EXEC` that holds it.
+pub(crate) enum Guard<'a, G> {
+    Locked(G),
+    Lent(&'a mut Shard, usize),
+}
+
+impl<G: std::ops::Deref<Target = Shard>> std::ops::Deref for Guard<'_, G> {
+    type Target = Shard;
+    fn deref(&self) -> &Shard {
+        match self {
+            Guard::Locked(g) => g,
+            Guard::Lent(s, _) => s,
+        }
+    }
+}
+
+impl<G: std::ops::DerefMut<Target = Shard>> std::ops::DerefMut for Guard<'_, G> {
+    fn deref_mut(&mut self) -> &mut Shard {
+        match self {
+            Guard::Locked(g) => g,
+            Guard::Lent(s, _) => s,
+        }
+    }
+}
+
+impl<G> Drop for Guard<'_, G> {
+    fn drop(&mut self) {
+        if let Guard::Lent(_, slot) = self {
+            let _ = TXN.try_with(|t| t.held[*slot].lent.set(false));
+        }
+    }
+}
+
+impl<L: ShardLock<Shard>> Store<L> {
+    /// Shard `i` lent by the `EXEC` running in this task, if it holds it.
+    #[allow(clippy::mut_from_ref)] // the loan is exclusive: see `ShardPtr`
+    fn lent(&self, i: usize) -> Option<(&mut Shard, usize)> {
+        let me = self as *const Self as usize;
+        let (ptr, slot) = TXN
+            .try_with(|t| {
+                if t.store != me {
+                    return None;
+                }
+                let slot = t.held.binary_search_by_key(&i, |h| h.index).ok()?;
+                let h = &t.held[slot];
+                assert!(
+                    !h.lent.replace(true),
+                    "shard {i} lent twice in one transaction"
+                );
+                Some((h.shard.0, slot))
+            })
+            .ok()
+            .flatten()?;
+        // SAFETY: see `ShardPtr`: the EXEC of this task holds the write guard for the whole
+        // scope in which `TXN` is set, and the loan is exclusive until this guard drops.
+        Some((unsafe { &mut *ptr }, slot))
+    }
+
+    /// Shard `i` under its read lock (or lent by this task's `EXEC`).
+    async fn rlock(&self, i: usize) -> Guard<'_, L::ReadGuard<'_>> {
+        match self.lent(i) {
+            Some((s, slot)) => Guard::Lent(s, slot),
+            None => Guard::Locked(self.locks[i].read().await),
+        }
+    }
+
+    /// Shard `i` under its write lock (or lent by this task's `EXEC`).
+    async fn wlock(&self, i: usize) -> Guard<'_, L::WriteGuard<'_>> {
+        match self.lent(i) {
+            Some((s, slot)) => Guard::Lent(s, slot),
+            None => Guard::Locked(self.locks[i].write().await),
+        }
+    }
+
+    /// The shards (ascending, distinct) that the keys `keys` live in.
+    pub fn shards_of<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Vec<usize> {
+        let mut idx: Vec<usize> = keys.map(|k| self.locate(k).0).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        idx
+    }
+
+    /// Runs `body` (an `EXEC`'s commands, through the ordinary store methods) as one critical
+    /// section over the shards `shards` (ascending, distinct; the write locks are taken in that
+    /// order), and, with `flushes`, with the `SAVE` lock taken first (a `FLUSHALL` waits for a
+    /// `SAVE`; waiting for it while holding shards would deadlock with the `SAVE`). The writes
+    /// of `body` become one log record; returns `body`'s result and that record's sequence
+    /// number (0: none). If the log refuses the record, every change `body` made is undone
+    /// before the locks are released, and the log's error is returned.
+    pub async fn transaction<R>(
+        &self,
+        shards: &[usize],
+        flushes: bool,
+        body: impl std::future::Future<Output = R>,
+    ) -> StoreResult<(R, u64)> {
+        let _no_save = match flushes {
+            true => Some(self.save_lock.lock().await),
+            false => None,
+        };
+        let mut guards = Vec::with_capacity(shards.len());
+        for &i in shards {
+            guards.push(self.locks[i].write().await);
+        }
+        let txn = Txn {
+            store: self as *const Self as usize,
+            held: shards
+                .iter()
+                .zip(guards.iter_mut())
+                .map(|(&index, g)| HeldShard {
+                    index,
+                    shard: ShardPtr(&mut **g),
+                    lent: Cell::new(false),
+                })
+                .collect(),
+            save_lock: flushes,
+            log: Default::default(),
+        };
+        let (r, tlog) = TXN
+            .scope(txn, async {
+                let r = body.await;
+                (r, TXN.with(|t| t.log.take()))
+            })
+            .await;
+        // The loans are over: the guards are the only way to the shards again.
+        let Some(log) = &self.log else {
+            return Ok((r, 0));
+        };
+        if tlog.rec.is_empty() {
+            return Ok((r, 0));
+        }
+        let appended = log.append(
+            |out| aof::put_multi(out, &tlog.rec),
+            |ep, out| {
+                if tlog.rewrite_epoch == Some(ep) && !tlog.rewrite.is_empty() {
+                    aof::put_multi(out, &tlog.rewrite)
+                }
+            },
+        );
+        match appended {
+            Ok(seq) => {
+                self.push_undo(seq, tlog.undo);
+                Ok((r, seq))
+            }
+            Err(e) => {
+                for (i, op) in tlog.undo.into_iter().rev() {
+                    let slot = shards.binary_search(&i).expect("a held shard");
+                    undo(&mut guards[slot], op);
+                }
+                Err(e)
+            }
+        }
+    }
 }

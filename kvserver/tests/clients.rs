@@ -405,6 +405,19 @@ me = [c for c in r.client_list() if c["cmd"] == "client|list"][0]
 print("client", me["resp"], me["lib-name"])
 print("expire", r.expire("k", 100), r.ttl("k"))
 print("scan", sorted(r.scan_iter()))
+p = r.pipeline(transaction=True)
+p.set("t", 1).incr("t").mget("t", "nokey").hset("h", "f", "v").hgetall("h")
+print("multi", p.execute())
+with r.pipeline() as p:
+    p.watch("t")
+    r.set("t", 100)
+    p.multi()
+    p.incr("t")
+    try:
+        p.execute()
+        print("watch", "ran")
+    except redis.WatchError:
+        print("watch", "aborted")
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,7 +449,9 @@ async fn redis_py_default_client() {
         info 7.0.0\n\
         client 3 redis-py\n\
         expire True 100\n\
-        scan [b'f', b'k', b'n']\n";
+        scan [b'f', b'k', b'n']\n\
+        multi [True, 2, [b'2', None], 1, {b'f': b'v'}]\n\
+        watch aborted\n";
     assert_eq!(out, want, "redis-py {version}");
     srv.stop().await.unwrap();
 }

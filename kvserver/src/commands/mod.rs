@@ -11,6 +11,9 @@ mod lists;
 mod server;
 mod sets;
 mod strings;
+mod tx;
+
+pub use tx::unwatch;
 mod zsets;
 
 use std::fmt::Write as _;
@@ -89,6 +92,12 @@ pub async fn execute<L: ShardLock<Shard>>(
 ) -> Flow {
     let (name, len) = upper(&args[0]);
     let name = &name[..len];
+    if client.multi.load(std::sync::atomic::Ordering::Relaxed) != crate::shared::NOT_IN_MULTI
+        && !tx::runs_in_multi(name)
+    {
+        tx::queue(client, name, args, out);
+        return Flow::Continue;
+    }
     let Some(index) = spec_index(name) else {
         unknown(out, &args);
         return Flow::Continue;
@@ -105,7 +114,14 @@ pub async fn execute<L: ShardLock<Shard>>(
     if spec.data {
         *seq = READ;
     }
+    if shared.watches.any() && spec.flags.contains(&"write") {
+        tx::touch(shared, spec, &args).await;
+    }
     match spec.group {
+        "transactions" => {
+            tx::execute_tx(shared, client, name, args, out, seq).await;
+            Flow::Continue
+        }
         "string" => strings::execute(shared, name, args, out, seq).await,
         "list" => lists::execute(shared, name, args, out, seq).await,
         "hash" => hashes::execute(shared, name, args, out, seq).await,
@@ -237,7 +253,9 @@ pub const COMMANDS: &[Spec] = &[
     spec!("decr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by one"),
     spec!("decrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by the given number"),
     spec!("del", -2, ["write"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys that will be removed.", true, "Delete a key"),
+    spec!("discard", 1, ["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0, "transactions", "2.0.0", "O(N), when N is the number of queued commands", false, "Discard all commands issued after MULTI"),
     spec!("echo", 2, ["fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Echo the given string"),
+    spec!("exec", 1, ["noscript", "loading", "stale", "skip_slowlog"], 0, 0, 0, "transactions", "1.2.0", "Depends on commands in the transaction", true, "Execute all commands issued after MULTI"),
     spec!("exists", -2, ["readonly", "fast"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys to check.", true, "Determine if a key exists"),
     spec!("expire", -3, ["write", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Set a key's time to live in seconds"),
     spec!("expireat", -3, ["write", "fast"], 1, 1, 1, "generic", "1.2.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp"),
@@ -274,6 +292,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("mget", -2, ["readonly", "fast"], 1, -1, 1, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", true, "Get the values of all the given keys"),
     spec!("mset", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values"),
     spec!("msetnx", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values, only if none of the keys exist"),
+    spec!("multi", 1, ["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0, "transactions", "1.2.0", "O(1)", false, "Mark the start of a transaction block"),
     spec!("persist", 2, ["write", "fast"], 1, 1, 1, "generic", "2.2.0", "O(1)", true, "Remove the expiration from a key"),
     spec!("pexpire", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set a key's time to live in milliseconds"),
     spec!("pexpireat", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp specified in milliseconds"),
@@ -306,6 +325,8 @@ pub const COMMANDS: &[Spec] = &[
     spec!("ttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Get the time to live for a key in seconds"),
     spec!("type", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Determine the type stored at key"),
     spec!("unlink", -2, ["write", "fast"], 1, -1, 1, "generic", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.", true, "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
+    spec!("unwatch", 1, ["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0, "transactions", "2.2.0", "O(1)", false, "Forget about all watched keys"),
+    spec!("watch", -2, ["noscript", "loading", "stale", "fast", "allow_busy"], 1, -1, 1, "transactions", "2.2.0", "O(1) for every key.", true, "Watch the given keys to determine execution of the MULTI/EXEC block"),
     spec!("zadd", -4, ["write", "denyoom", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)) per member", true, "Add members to a sorted set or change their scores"),
     spec!("zcard", 2, ["readonly", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(1)", true, "The number of members of a sorted set"),
     spec!("zincrby", 4, ["write", "denyoom", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N))", true, "Add to the score of a sorted-set member"),
