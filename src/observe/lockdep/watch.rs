@@ -102,7 +102,10 @@ pub(super) fn set_pending(suspect: Suspect) {
 }
 
 fn take_pending() -> Option<Box<Suspect>> {
-    if !HAS_PENDING.try_with(|has| has.replace(false)).unwrap_or(false) {
+    if !HAS_PENDING
+        .try_with(|has| has.replace(false))
+        .unwrap_or(false)
+    {
         return None;
     }
     PENDING.try_with(Cell::take).ok().flatten()
