@@ -304,7 +304,7 @@ pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: Held) {
     // first: their records need no foreign code (a panicking console update would
     // otherwise skip them).
     #[cfg(feature = "lockdep")]
-    crate::lockdep::released(&raw.observe.lockdep, held.lockdep);
+    crate::lockdep::released(held.lockdep);
     #[cfg(feature = "lock_stat")]
     let held_ns = raw.observe.lock_stat.released(kind, &held.lock_stat);
     #[cfg(all(tokio_unstable, feature = "tracing"))]

@@ -6,11 +6,13 @@
 //! hash is kept in a sharded table, and the next acquire that forms it takes no
 //! process-wide lock (the kernel's `lock_chains`). A chain is taken as checked for a new
 //! holder only once two holders that are not one flow have formed it (the graph keeps,
-//! per order, whether more than one flow made it: see [`Edge`]).
+//! per order, whether more than one flow made it: see [`Edge`]); from then on each
+//! thread keeps it in a set of its own, found again without touching shared memory.
 
+use std::cell::RefCell;
 use std::collections::{HashSet, VecDeque};
 use std::fmt::{self, Write as _};
-use std::hash::Hasher;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::Location;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -130,16 +132,34 @@ impl ChainKey {
     }
 }
 
-/// Whether the chain `key` has been checked, for `holder`: no lock but a shard's read
-/// lock.
+thread_local! {
+    /// The chains this thread has found checked for every holder (two flows formed
+    /// them): found again with no shared memory touched.
+    static KNOWN: RefCell<HashSet<u64, BuildHasherDefault<WordHasher>>> =
+        RefCell::new(HashSet::default());
+}
+
+/// Whether the chain `key` has been checked, for `holder`: a thread-local lookup for a
+/// chain two flows formed, else a shard's read lock.
 pub(super) fn validated(key: u64, holder: Holder) -> bool {
+    if KNOWN
+        .try_with(|known| known.borrow().contains(&key))
+        .unwrap_or(false)
+    {
+        return true;
+    }
     let shard = CHAINS[shard_of(key)]
         .0
         .read()
         .unwrap_or_else(PoisonError::into_inner);
-    shard
-        .get(&key)
-        .is_some_and(|chain| chain.shared || chain.holder.same_flow(holder))
+    let Some(chain) = shard.get(&key) else {
+        return false;
+    };
+    if chain.shared {
+        let _ = KNOWN.try_with(|known| known.borrow_mut().insert(key));
+        return true;
+    }
+    chain.holder.same_flow(holder)
 }
 
 fn remember(key: u64, holder: Holder) {

@@ -296,10 +296,14 @@ pub(super) fn holds(owner: Owner, id: u64, lock: u64) -> bool {
         .any(|e| e.owner == owner && e.id == id && e.lock == lock)
 }
 
-/// Takes every entry of lock `lock` off every held set (the lock is dropped while
-/// forgotten guards still hold it).
-pub(super) fn forget_lock(lock: u64) {
-    for shard in HELD.iter() {
+/// Takes every entry of lock `lock` off the held sets of the shards of `shards` (a set
+/// of shard bits: where it was ever held), for a lock dropped while forgotten guards may
+/// still hold it.
+pub(super) fn forget_lock(lock: u64, shards: u64) {
+    for (i, shard) in HELD.iter().enumerate() {
+        if shards & (1 << i) == 0 {
+            continue;
+        }
         let mut entries = shard.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|entry| entry.lock != lock);
         shard.len.store(entries.len(), Relaxed);

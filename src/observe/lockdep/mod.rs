@@ -434,8 +434,9 @@ pub(crate) struct LockClass {
     /// The lock's number, its identity in the held sets: given at its first acquire,
     /// never reused, and moved with the lock (an address is neither); 0 until then.
     lock: AtomicU64,
-    /// The entries of the lock in the held sets (its holds not yet released).
-    holds: AtomicU32,
+    /// The shards of the held sets the lock was ever held in, a bit each (set with a
+    /// load first: no write once set): where its forgotten holds may be.
+    shards: AtomicU64,
 }
 
 /// The last lock number given.
@@ -450,7 +451,7 @@ impl LockClass {
             subclass: 0,
             id: AtomicU32::new(0),
             lock: AtomicU64::new(0),
-            holds: AtomicU32::new(0),
+            shards: AtomicU64::new(0),
         }
     }
 
@@ -505,9 +506,9 @@ impl Drop for LockClass {
     /// were `mem::forget`-ed or leaked), taken off the sets of their holders. Nothing is
     /// left to order their holders' acquires, or to match a later lock.
     fn drop(&mut self) {
-        let lock = *self.lock.get_mut();
-        if lock != 0 && *self.holds.get_mut() != 0 {
-            holders::forget_lock(lock);
+        let (lock, shards) = (*self.lock.get_mut(), *self.shards.get_mut());
+        if lock != 0 && shards != 0 {
+            holders::forget_lock(lock, shards);
         }
     }
 }
@@ -685,7 +686,10 @@ pub(crate) fn acquired(
         context: holder.context,
     };
     let id = entry.id;
-    class.holds.fetch_add(1, Relaxed);
+    let shard = 1 << holders::shard_of(holder.owner);
+    if class.shards.load(Relaxed) & shard == 0 {
+        class.shards.fetch_or(shard, Relaxed);
+    }
     holders::shard(holder.owner).push(entry);
     HeldState {
         owner: holder.owner,
@@ -703,16 +707,13 @@ pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
     }
 }
 
-/// The held lock of `class` was released: takes it off the set of the holder it was
-/// charged to, whoever releases it.
-pub(crate) fn released(class: &LockClass, held: HeldState) {
+/// The held lock was released: takes it off the set of the holder it was charged to,
+/// whoever releases it.
+pub(crate) fn released(held: HeldState) {
     let mut entries = holders::shard(held.owner);
-    let Some(at) = entries.iter().rposition(|entry| entry.id == held.entry) else {
-        return;
-    };
-    entries.remove(at);
-    drop(entries);
-    class.holds.fetch_sub(1, Relaxed);
+    if let Some(at) = entries.iter().rposition(|entry| entry.id == held.entry) {
+        entries.remove(at);
+    }
 }
 
 /// Panics with `message` as the payload (a `String`), as `panic!` would, but prints it
