@@ -149,10 +149,12 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
             None => "off".into(),
         }
     );
+    let settings = crate::shared::Settings::new(&config);
     let shared = Arc::new(Shared {
+        settings,
         store,
         config,
-        stats: Stats::default(),
+        stats: Stats::new(),
         started: Instant::now(),
         port: addr.port(),
         clients: Default::default(),
@@ -197,7 +199,7 @@ async fn serve<L: ShardLock<Shard>>(
                 Ok((sock, peer)) => {
                     let _ = sock.set_nodelay(true);
                     shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-                    if shared.stats.connected.load(Ordering::Relaxed) >= shared.config.max_clients {
+                    if shared.stats.connected.load(Ordering::Relaxed) >= shared.settings.max_clients() {
                         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
                         // Without a task: the descriptor is given back at once. A plain write:
                         // a fresh socket's send buffer has room, whatever tokio's readiness says.
@@ -510,7 +512,7 @@ async fn connection<L: ShardLock<Shard>>(
         id,
     };
     let (mut rd, mut wr) = sock.into_split();
-    let idle = shared.config.idle_timeout;
+    let idle = shared.settings.idle_timeout();
     let grace = shared.config.output_buffer_grace;
     let mut c = Conn {
         shared: &shared,

@@ -75,6 +75,33 @@ pub struct Stats {
     pub output_limit_disconnections: AtomicU64,
     pub commands: AtomicU64,
     pub protocol_errors: AtomicU64,
+    /// Per command of [`crate::commands::COMMANDS`]: (calls, rejected calls), for `INFO
+    /// commandstats`.
+    pub per_command: Box<[(AtomicU64, AtomicU64)]>,
+}
+
+impl Stats {
+    pub fn new() -> Stats {
+        Stats {
+            per_command: (0..crate::commands::COMMANDS.len())
+                .map(|_| Default::default())
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Counts a call of command `index` (`rejected`: refused before it ran, as a wrong arity).
+    pub fn count_command(&self, index: usize, rejected: bool) {
+        if let Some(c) = self.per_command.get(index) {
+            if rejected { &c.1 } else { &c.0 }.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn command_calls(&self, index: usize) -> (u64, u64) {
+        self.per_command.get(index).map_or((0, 0), |c| {
+            (c.0.load(Ordering::Relaxed), c.1.load(Ordering::Relaxed))
+        })
+    }
 }
 
 /// What every connection shares.
@@ -90,6 +117,111 @@ pub struct Shared<L> {
     pub(crate) shutdown_requested: tokio::sync::Notify,
     /// The keys clients `WATCH`.
     pub(crate) watches: Watches,
+    /// The settings `CONFIG SET` can change (see [`Settings`]).
+    pub settings: Settings,
+}
+
+/// The settings `CONFIG SET` changes at run time: `timeout` (for connections made from then
+/// on), `maxclients` (up to what the open files limit allowed at start) and the encoding
+/// thresholds `OBJECT ENCODING` reports by (`hash-max-listpack-entries`, ...; the
+/// `*-ziplist-*` names are aliases).
+pub struct Settings {
+    values: std::sync::Mutex<std::collections::BTreeMap<&'static str, i64>>,
+    /// The most `maxclients` may be set to.
+    pub max_clients_limit: usize,
+}
+
+/// The encoding thresholds and their defaults (Redis 7.0's).
+pub const ENCODING_SETTINGS: &[(&str, i64)] = &[
+    ("hash-max-listpack-entries", 128),
+    ("hash-max-listpack-value", 64),
+    ("list-max-listpack-size", -2),
+    ("set-max-intset-entries", 512),
+    ("zset-max-listpack-entries", 128),
+    ("zset-max-listpack-value", 64),
+];
+
+impl Settings {
+    pub fn new(config: &Config) -> Settings {
+        let mut values: std::collections::BTreeMap<&'static str, i64> =
+            ENCODING_SETTINGS.iter().copied().collect();
+        values.insert("maxclients", config.max_clients as i64);
+        // Kept in milliseconds (the flag takes fractions; CONFIG shows and takes seconds).
+        values.insert(
+            "timeout",
+            config.idle_timeout.map_or(0, |t| t.as_millis() as i64),
+        );
+        Settings {
+            values: std::sync::Mutex::new(values),
+            max_clients_limit: config.max_clients,
+        }
+    }
+
+    /// The canonical name of a setting `CONFIG SET` can change (aliases resolved).
+    pub fn name(name: &str) -> Option<&'static str> {
+        let name = name.replace("ziplist", "listpack");
+        ["maxclients", "timeout"]
+            .into_iter()
+            .chain(ENCODING_SETTINGS.iter().map(|(n, _)| *n))
+            .find(|n| *n == name)
+    }
+
+    /// A setting's value as `CONFIG GET` shows it.
+    pub fn get(&self, name: &str) -> i64 {
+        let v = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        let raw = v.get(name).copied().unwrap_or(0);
+        if name == "timeout" {
+            raw / 1000
+        } else {
+            raw
+        }
+    }
+
+    /// Checks a new value: the error `CONFIG SET` replies, or the number.
+    pub fn check(&self, name: &'static str, value: &[u8]) -> Result<i64, String> {
+        let bad = |why: &str| {
+            Err(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+            ))
+        };
+        let Some(v) = crate::resp::parse_int(value) else {
+            return bad("argument couldn't be parsed into an integer");
+        };
+        match name {
+            "maxclients" if v < 1 || v as u64 > self.max_clients_limit as u64 => bad(&format!(
+                "must be between 1 and {} (the open files limit at start)",
+                self.max_clients_limit
+            )),
+            "list-max-listpack-size" => Ok(v),
+            _ if v < 0 => bad("argument must be a non-negative integer"),
+            _ => Ok(v),
+        }
+    }
+
+    /// Sets a setting to a value `check` accepted (as `CONFIG SET` takes it).
+    pub fn set(&self, name: &'static str, value: i64) {
+        let raw = if name == "timeout" {
+            value.saturating_mul(1000)
+        } else {
+            value
+        };
+        self.values
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, raw);
+    }
+
+    pub fn max_clients(&self) -> usize {
+        self.get("maxclients") as usize
+    }
+
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        let v = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        match v.get("timeout").copied().unwrap_or(0) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms as u64)),
+        }
+    }
 }
 
 /// Who watches which key (`WATCH`): each watching client's flag, set when another command
@@ -261,13 +393,14 @@ impl ClientInfo {
             ("x", multi as i64)
         };
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db=0 sub=0 psub=0 ssub=0 multi={multi} qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db=0 sub=0 psub=0 ssub=0 multi={multi} watch={} qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
             self.id,
             self.addr,
             self.laddr,
             self.fd,
             String::from_utf8_lossy(&self.name()),
             self.created.elapsed().as_secs(),
+            self.tx.lock().unwrap_or_else(|e| e.into_inner()).watched.len(),
             omem + qbuf,
             crate::commands::last_command_name(self.last_cmd.load(Ordering::Relaxed)),
             self.resp.load(Ordering::Relaxed),

@@ -717,6 +717,22 @@ impl<L: ShardLock<Shard>> Store<L> {
         Some(self.hasher.hash_one(&buf))
     }
 
+    /// Calls `f` with the live entry of `key` (any type), under the shard's read lock.
+    pub async fn read_entry<R>(&self, key: &[u8], f: impl FnOnce(Option<&Entry>) -> R) -> R {
+        let (i, h) = self.locate(key);
+        let g = self.rlock(i).await;
+        let mut clock = Clock::new();
+        f(g.get(h, key).filter(|e| clock.live(e)))
+    }
+
+    /// The deadline of a live key in unix ms (`Some(0)`: none; `None`: no such key).
+    pub async fn expire_at(&self, key: &[u8]) -> Option<u64> {
+        let (i, h) = self.locate(key);
+        let g = self.rlock(i).await;
+        let mut clock = Clock::new();
+        g.get(h, key).filter(|e| clock.live(e)).map(|e| e.expire_at)
+    }
+
     /// Remaining time to live in ms: `None` if the key is missing, `Some(-1)` if it has none.
     pub async fn pttl(&self, key: &[u8]) -> Option<i64> {
         let (i, h) = self.locate(key);
@@ -1617,6 +1633,10 @@ impl<L: ShardLock<Shard>> Store<L> {
         flushes: bool,
         body: impl std::future::Future<Output = R>,
     ) -> StoreResult<(R, u64)> {
+        if in_txn(self).is_some() {
+            // Inside an EXEC (a COPY queued in it): its shards are held, its record collects.
+            return Ok((body.await, 0));
+        }
         let _no_save = match flushes {
             true => Some(self.save_lock.lock().await),
             false => None,

@@ -7,7 +7,8 @@ use super::{reply_int, unknown, Flow, NOT_INT, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
-use crate::store::{now_ms, ExpireCond, Shard};
+use crate::store::{now_ms, Change, ExpireCond, Shard};
+use crate::value::Value;
 
 /// Runs one command of this module (the dispatcher checked its name and arity).
 pub(super) async fn execute<L: ShardLock<Shard>>(
@@ -49,6 +50,17 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => {
             expire(shared, name, &args, out, seq).await
         }
+        b"EXPIRETIME" | b"PEXPIRETIME" => {
+            let v = match store.expire_at(&args[1]).await {
+                None => -2,
+                Some(0) => -1,
+                Some(ms) if name == b"EXPIRETIME" => (ms / 1000) as i64,
+                Some(ms) => ms as i64,
+            };
+            resp::integer(out, v);
+        }
+        b"OBJECT" => object(shared, &args, out).await,
+        b"COPY" => copy(shared, &args, out, seq).await,
         b"TTL" | b"PTTL" => {
             let ms = store.pttl(&args[1]).await;
             let v = match ms {
@@ -143,10 +155,14 @@ async fn expire<L: ShardLock<Shard>>(
 
 /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]`
 async fn scan<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
-    let Some(cursor) = std::str::from_utf8(&args[1])
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    else {
+    // As Redis reads it (`strtoul`): a negative cursor wraps around (`SCAN -1` is a cursor
+    // past the end: the scan is over).
+    let text = std::str::from_utf8(&args[1]).ok();
+    let Some(cursor) = text.and_then(|s| {
+        s.parse::<u64>()
+            .ok()
+            .or_else(|| s.parse::<i64>().ok().map(|v| v as u64))
+    }) else {
         return resp::error(out, "ERR invalid cursor");
     };
     let mut pattern = None;
@@ -177,5 +193,170 @@ async fn scan<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Ve
     resp::array_header(out, keys.len());
     for k in &keys {
         resp::bulk(out, k);
+    }
+}
+
+/// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT|HELP`. There is one representation per type here;
+/// `ENCODING` names the one Redis 7.0 would use for the value as it is now (by its size and the
+/// thresholds `CONFIG SET` changes), not by its history (Redis keeps `raw` after an `APPEND` to
+/// a small string, for one). Access times and frequencies are not tracked: `FREQ` gets Redis'
+/// error for a server without an LFU policy, `IDLETIME` an error that says so.
+async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
+    let sub = args[1].to_ascii_uppercase();
+    match (&sub[..], args.len()) {
+        (b"HELP", 2) => {
+            let lines = [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation the value of <key> would have in Redis.",
+                "FREQ <key>",
+                "    Not tracked here (no LFU policy).",
+                "IDLETIME <key>",
+                "    Not tracked here.",
+                "REFCOUNT <key>",
+                "    Always 1.",
+                "HELP",
+                "    Print this help.",
+            ];
+            resp::array_header(out, lines.len());
+            for l in lines {
+                resp::simple(out, l);
+            }
+        }
+        (b"ENCODING" | b"FREQ" | b"IDLETIME" | b"REFCOUNT", 3) => {
+            let s = &shared.settings;
+            let enc = shared
+                .store
+                .read(&args[2], |v| v.map(|v| encoding(v, |n| s.get(n))))
+                .await;
+            match (enc, &sub[..]) {
+                (None, _) => resp::null(out),
+                (Some(e), b"ENCODING") => resp::bulk(out, e.as_bytes()),
+                (Some(_), b"REFCOUNT") => resp::integer(out, 1),
+                (Some(_), b"FREQ") => resp::error(
+                    out,
+                    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+                ),
+                (Some(_), _) => resp::error(
+                    out,
+                    "ERR this server does not track access times (OBJECT IDLETIME)",
+                ),
+            }
+        }
+        (b"ENCODING" | b"FREQ" | b"IDLETIME" | b"REFCOUNT", _) => resp::error(
+            out,
+            &format!(
+                "ERR wrong number of arguments for 'object|{}' command",
+                String::from_utf8_lossy(&args[1]).to_lowercase()
+            ),
+        ),
+        _ => resp::error(
+            out,
+            &format!(
+                "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+                String::from_utf8_lossy(&args[1])
+            ),
+        ),
+    }
+}
+
+/// The encoding Redis 7.0 would give `v` as it is now; `setting` reads a threshold.
+fn encoding(v: &Value, setting: impl Fn(&str) -> i64) -> &'static str {
+    let small = |n: usize, longest: usize, kind: &str| {
+        n as i64 <= setting(&format!("{kind}-max-listpack-entries"))
+            && longest as i64 <= setting(&format!("{kind}-max-listpack-value"))
+    };
+    match v {
+        Value::Str(b) if b.len() <= 20 && parse_int(b).is_some() => "int",
+        Value::Str(b) if b.len() <= 44 => "embstr",
+        Value::Str(_) => "raw",
+        Value::List(_) => "quicklist",
+        Value::Hash(h) => {
+            let longest = h
+                .iter()
+                .map(|(k, v)| k.len().max(v.len()))
+                .max()
+                .unwrap_or(0);
+            if small(h.len(), longest, "hash") {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        Value::Set(s) => {
+            if s.len() as i64 <= setting("set-max-intset-entries")
+                && s.iter().all(|m| parse_int(m).is_some())
+            {
+                "intset"
+            } else {
+                "hashtable"
+            }
+        }
+        Value::ZSet(z) => {
+            let longest = z.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+            if small(z.len(), longest, "zset") {
+                "listpack"
+            } else {
+                "skiplist"
+            }
+        }
+    }
+}
+
+/// `COPY source destination [DB 0] [REPLACE]`: the value and its deadline, in one critical
+/// section over both shards (a transaction of the store: one log record).
+async fn copy<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    args: &Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) {
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        match &args[i].to_ascii_uppercase()[..] {
+            b"REPLACE" => replace = true,
+            b"DB" if i + 1 < args.len() => {
+                match parse_int(&args[i + 1]) {
+                    Some(0) => {}
+                    Some(_) => return resp::error(out, "ERR DB index is out of range"),
+                    None => return resp::error(out, NOT_INT),
+                }
+                i += 1;
+            }
+            _ => return resp::error(out, SYNTAX),
+        }
+        i += 1;
+    }
+    let (src, dst) = (&args[1], &args[2]);
+    if src == dst {
+        return resp::error(out, "ERR source and destination objects are the same");
+    }
+    let store = &shared.store;
+    let shards = store.shards_of([&src[..], &dst[..]].into_iter());
+    let r = store
+        .transaction(&shards, false, async {
+            let Some(entry) = store.read_entry(src, |e| e.cloned()).await else {
+                return Ok(0);
+            };
+            let mut inner = 0;
+            store
+                .update(dst, &mut inner, |old, _| {
+                    if old.is_some() && !replace {
+                        return Ok((Change::Keep, 0));
+                    }
+                    Ok((Change::Put(entry), 1))
+                })
+                .await
+        })
+        .await;
+    match r {
+        Ok((Ok(n), record)) => {
+            if record != 0 {
+                *seq = record;
+            }
+            resp::integer(out, n)
+        }
+        Ok((Err(e), _)) | Err(e) => resp::error(out, &e),
     }
 }

@@ -108,9 +108,11 @@ pub async fn execute<L: ShardLock<Shard>>(
         std::sync::atomic::Ordering::Relaxed,
     );
     if !arity_ok(&args, spec.arity) {
+        shared.stats.count_command(index, true);
         wrong_args(out, &args[0]);
         return Flow::Continue;
     }
+    shared.stats.count_command(index, false);
     if spec.data {
         *seq = READ;
     }
@@ -122,7 +124,7 @@ pub async fn execute<L: ShardLock<Shard>>(
             tx::execute_tx(shared, client, name, args, out, seq).await;
             Flow::Continue
         }
-        "string" => strings::execute(shared, name, args, out, seq).await,
+        "string" | "bitmap" => strings::execute(shared, name, args, out, seq).await,
         "list" => lists::execute(shared, name, args, out, seq).await,
         "hash" => hashes::execute(shared, name, args, out, seq).await,
         "set" => sets::execute(shared, name, args, out, seq).await,
@@ -246,9 +248,11 @@ macro_rules! spec {
 pub const COMMANDS: &[Spec] = &[
     spec!("append", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Append a value to a key"),
     spec!("bgsave", -1, ["admin", "noscript", "no_async_loading"], 0, 0, 0, "server", "1.0.0", "O(N)", false, "Asynchronously save the dataset to disk"),
+    spec!("bitcount", -2, ["readonly"], 1, 1, 1, "bitmap", "2.6.0", "O(N)", true, "Count set bits in a string"),
     spec!("client", -2, [], 0, 0, 0, "connection", "2.4.0", "Depends on subcommand.", false, "A container for client connection commands"),
     spec!("command", -1, ["loading", "stale"], 0, 0, 0, "server", "2.8.13", "O(N) where N is the total number of Redis commands", false, "Get array of Redis command details"),
     spec!("config", -2, [], 0, 0, 0, "server", "2.0.0", "Depends on subcommand.", false, "A container for server configuration commands"),
+    spec!("copy", -3, ["write", "denyoom"], 1, 2, 1, "generic", "6.2.0", "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.", true, "Copy a key"),
     spec!("dbsize", 1, ["readonly", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", true, "Return the number of keys in the selected database"),
     spec!("decr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by one"),
     spec!("decrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by the given number"),
@@ -259,9 +263,12 @@ pub const COMMANDS: &[Spec] = &[
     spec!("exists", -2, ["readonly", "fast"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys to check.", true, "Determine if a key exists"),
     spec!("expire", -3, ["write", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Set a key's time to live in seconds"),
     spec!("expireat", -3, ["write", "fast"], 1, 1, 1, "generic", "1.2.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp"),
+    spec!("expiretime", 2, ["readonly", "fast"], 1, 1, 1, "generic", "7.0.0", "O(1)", true, "Get the expiration Unix timestamp for a key"),
     spec!("flushall", -1, ["write"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", true, "Remove all keys from all databases"),
     spec!("flushdb", -1, ["write"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the number of keys in the selected database", true, "Remove all keys from the current database"),
+    spec!("function", -2, [], 0, 0, 0, "scripting", "7.0.0", "Depends on subcommand.", false, "A container for function commands"),
     spec!("get", 2, ["readonly", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Get the value of a key"),
+    spec!("getbit", 3, ["readonly", "fast"], 1, 1, 1, "bitmap", "2.2.0", "O(1)", true, "Returns the bit value at offset in the string value stored at key"),
     spec!("getdel", 2, ["write", "fast"], 1, 1, 1, "string", "6.2.0", "O(1)", true, "Get the value of a key and delete the key"),
     spec!("getex", -2, ["write", "fast"], 1, 1, 1, "string", "6.2.0", "O(1)", true, "Get the value of a key and optionally set its expiration"),
     spec!("getrange", 4, ["readonly"], 1, 1, 1, "string", "2.4.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
@@ -284,6 +291,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("info", -1, ["loading", "stale"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get information and statistics about the server"),
     spec!("keys", 2, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(N) with N being the number of keys in the database", true, "Find all keys matching the given pattern"),
     spec!("lastsave", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get the UNIX time stamp of the last successful save to disk"),
+    spec!("lcs", -3, ["readonly"], 1, 2, 1, "string", "7.0.0", "O(N*M) where N and M are the lengths of s1 and s2, respectively", true, "Find longest common substring"),
     spec!("lindex", 3, ["readonly"], 1, 1, 1, "list", "1.0.0", "O(1)", true, "The list element at an index"),
     spec!("llen", 2, ["readonly", "fast"], 1, 1, 1, "list", "1.0.0", "O(1)", true, "The length of a list"),
     spec!("lpop", -2, ["write", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements popped", true, "Remove and return elements from the head of a list"),
@@ -293,9 +301,11 @@ pub const COMMANDS: &[Spec] = &[
     spec!("mset", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values"),
     spec!("msetnx", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values, only if none of the keys exist"),
     spec!("multi", 1, ["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0, "transactions", "1.2.0", "O(1)", false, "Mark the start of a transaction block"),
+    spec!("object", -2, [], 0, 0, 0, "generic", "2.2.3", "Depends on subcommand.", true, "A container for object introspection commands"),
     spec!("persist", 2, ["write", "fast"], 1, 1, 1, "generic", "2.2.0", "O(1)", true, "Remove the expiration from a key"),
     spec!("pexpire", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set a key's time to live in milliseconds"),
     spec!("pexpireat", -3, ["write", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Set the expiration for a key as a UNIX timestamp specified in milliseconds"),
+    spec!("pexpiretime", 2, ["readonly", "fast"], 1, 1, 1, "generic", "7.0.0", "O(1)", true, "Get the expiration Unix timestamp for a key in milliseconds"),
     spec!("ping", -1, ["fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Ping the server"),
     spec!("psetex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Set the value and expiration in milliseconds of a key"),
     spec!("pttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Get the time to live for a key in milliseconds"),
@@ -311,6 +321,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("scard", 2, ["readonly", "fast"], 1, 1, 1, "set", "1.0.0", "O(1)", true, "The number of members of a set"),
     spec!("select", 2, ["loading", "stale", "fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Change the selected database for the current connection"),
     spec!("set", -3, ["write", "denyoom"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key"),
+    spec!("setbit", 4, ["write", "denyoom"], 1, 1, 1, "bitmap", "2.2.0", "O(1)", true, "Sets or clears the bit at offset in the string value stored at key"),
     spec!("setex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Set the value and expiration of a key"),
     spec!("setnx", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the value of a key, only if the key does not exist"),
     spec!("setrange", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.2.0", "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.", true, "Overwrite part of a string at key starting at the specified offset"),
@@ -320,6 +331,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("spop", -2, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members popped", true, "Remove and return random members of a set"),
     spec!("srem", -3, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members removed", true, "Remove members from a set"),
     spec!("strlen", 2, ["readonly", "fast"], 1, 1, 1, "string", "2.2.0", "O(1)", true, "Get the length of the value stored in a key"),
+    spec!("substr", 4, ["readonly"], 1, 1, 1, "string", "1.0.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
     spec!("time", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "2.6.0", "O(1)", false, "Return the current server time"),
     spec!("touch", -2, ["readonly", "fast"], 1, -1, 1, "generic", "3.2.1", "O(N) where N is the number of keys that will be touched.", true, "Alters the last access time of a key(s). Returns the number of existing keys specified."),
     spec!("ttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Get the time to live for a key in seconds"),

@@ -11,7 +11,7 @@ use super::{spec, Spec, COMMANDS};
 use crate::glob;
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
-use crate::shared::{fsync_name, ClientInfo, Shared};
+use crate::shared::{fsync_name, ClientInfo, Settings, Shared, ENCODING_SETTINGS};
 use crate::store::Shard;
 
 /// Runs one command of this module (the dispatcher checked its name and arity).
@@ -62,7 +62,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"LASTSAVE" => resp::integer(out, store.saves.last_save.load(Ordering::Relaxed) as i64),
         b"SHUTDOWN" => return shutdown(shared, &args, out).await,
         b"INFO" => {
-            let text = info(shared, args.get(1).map(|s| &s[..])).await;
+            let text = info(shared, &args[1..]).await;
             resp::verbatim(out, text.as_bytes());
         }
         b"CONFIG" => config(shared, &args, out),
@@ -75,77 +75,160 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             resp::bulk(out, d.subsec_micros().to_string().as_bytes());
         }
         b"COMMAND" => command(&args, out),
+        // There are no functions (nor scripts): FLUSH has nothing to delete, LIST nothing to
+        // show. Redis' test suite flushes them before each group of tests.
+        b"FUNCTION" => match &args[1].to_ascii_uppercase()[..] {
+            b"FLUSH" if args.len() == 2 => resp::ok(out),
+            b"FLUSH"
+                if args.len() == 3
+                    && (args[2].eq_ignore_ascii_case(b"SYNC")
+                        || args[2].eq_ignore_ascii_case(b"ASYNC")) =>
+            {
+                resp::ok(out)
+            }
+            b"FLUSH" => resp::error(out, SYNTAX),
+            b"LIST" => resp::array_header(out, 0),
+            _ => unknown_subcommand(out, &args),
+        },
         _ => unknown(out, &args),
     }
     Flow::Continue
 }
 
-/// `CONFIG GET pattern...` over the few parameters clients ask about; `CONFIG SET`,
-/// `RESETSTAT` and the rest are refused.
+/// `CONFIG GET pattern...` and `CONFIG SET name value...`: the settings of [`Settings`] can be
+/// changed; the others (the flags the server was started with) only set to the value they
+/// have. `RESETSTAT` and `REWRITE` are refused.
 fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
-    if !args[1].eq_ignore_ascii_case(b"GET") || args.len() < 3 {
-        if args[1].eq_ignore_ascii_case(b"GET") {
-            return wrong_args(out, b"config|get");
-        }
-        return resp::error(out, "ERR only CONFIG GET is supported");
-    }
-    let c = &shared.config;
-    let persist = c.persistence.as_ref();
-    let table: Vec<(&str, String)> = vec![
-        ("save", String::new()),
-        (
-            "appendonly",
-            if persist.is_some() { "yes" } else { "no" }.into(),
-        ),
-        (
-            "appendfsync",
-            persist.map_or("no", |p| fsync_name(p.fsync)).into(),
-        ),
-        (
-            "dir",
-            persist.map_or(String::new(), |p| p.dir.display().to_string()),
-        ),
-        ("databases", "1".into()),
-        ("maxclients", c.max_clients.to_string()),
-        (
-            "timeout",
-            c.idle_timeout.map_or(0, |t| t.as_secs()).to_string(),
-        ),
-        ("port", shared.port.to_string()),
-        ("bind", c.addr.ip().to_string()),
-        ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
-        ("cluster-enabled", "no".into()),
-    ];
-    let mut hits: Vec<&(&str, String)> = Vec::new();
-    for pat in &args[2..] {
-        let pat = pat.to_ascii_lowercase();
-        for entry in &table {
-            if glob::matches(&pat, entry.0.as_bytes()) && !hits.iter().any(|h| h.0 == entry.0) {
-                hits.push(entry);
+    let sub = args[1].to_ascii_uppercase();
+    let table = config_table(shared);
+    match &sub[..] {
+        b"GET" if args.len() >= 3 => {
+            let mut hits: Vec<&(String, String)> = Vec::new();
+            for pat in &args[2..] {
+                let pat = pat.to_ascii_lowercase();
+                for entry in &table {
+                    if glob::matches(&pat, entry.0.as_bytes())
+                        && !hits.iter().any(|h| h.0 == entry.0)
+                    {
+                        hits.push(entry);
+                    }
+                }
+            }
+            resp::map_header(out, hits.len());
+            for (k, v) in hits {
+                resp::bulk(out, k.as_bytes());
+                resp::bulk(out, v.as_bytes());
             }
         }
-    }
-    resp::map_header(out, hits.len());
-    for (k, v) in hits {
-        resp::bulk(out, k.as_bytes());
-        resp::bulk(out, v.as_bytes());
+        b"SET" if args.len() >= 4 && args.len() % 2 == 0 => {
+            // Every pair is checked before any is applied.
+            let mut changes = Vec::new();
+            for pair in args[2..].chunks(2) {
+                let name = String::from_utf8_lossy(&pair[0]).to_lowercase();
+                if let Some(setting) = Settings::name(&name) {
+                    match shared.settings.check(setting, &pair[1]) {
+                        Ok(v) => changes.push((setting, v)),
+                        Err(e) => return resp::error(out, &e),
+                    }
+                    continue;
+                }
+                match table.iter().find(|(k, _)| *k == name) {
+                    Some((_, v)) if v.as_bytes() == &pair[1][..] => {}
+                    Some(_) => {
+                        return resp::error(
+                            out,
+                            &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"),
+                        )
+                    }
+                    None => {
+                        return resp::error(
+                            out,
+                            &format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"),
+                        )
+                    }
+                }
+            }
+            for (setting, v) in changes {
+                shared.settings.set(setting, v);
+            }
+            resp::ok(out)
+        }
+        b"GET" | b"SET" => wrong_sub_args(out, args),
+        _ => resp::error(out, "ERR only CONFIG GET and CONFIG SET are supported"),
     }
 }
 
+/// Every setting `CONFIG GET` shows, with its value now.
+fn config_table<L: ShardLock<Shard>>(shared: &Shared<L>) -> Vec<(String, String)> {
+    let c = &shared.config;
+    let persist = c.persistence.as_ref();
+    let mut table: Vec<(String, String)> = vec![
+        ("save".into(), String::new()),
+        (
+            "appendonly".into(),
+            if persist.is_some() { "yes" } else { "no" }.into(),
+        ),
+        (
+            "appendfsync".into(),
+            persist.map_or("no", |p| fsync_name(p.fsync)).into(),
+        ),
+        (
+            "dir".into(),
+            persist.map_or(String::new(), |p| p.dir.display().to_string()),
+        ),
+        ("databases".into(), "1".into()),
+        ("port".into(), shared.port.to_string()),
+        ("bind".into(), c.addr.ip().to_string()),
+        (
+            "proto-max-bulk-len".into(),
+            c.limits.max_bulk_len.to_string(),
+        ),
+        ("maxmemory".into(), "0".into()),
+        ("maxmemory-policy".into(), "noeviction".into()),
+        ("cluster-enabled".into(), "no".into()),
+        ("replicaof".into(), String::new()),
+        ("slaveof".into(), String::new()),
+    ];
+    for name in ["maxclients", "timeout"]
+        .into_iter()
+        .chain(ENCODING_SETTINGS.iter().map(|(n, _)| *n))
+    {
+        let v = shared.settings.get(name).to_string();
+        if name.contains("listpack") {
+            table.push((name.replace("listpack", "ziplist"), v.clone()));
+        }
+        table.push((name.into(), v));
+    }
+    table
+}
+
 /// `INFO [section]`: server, clients, stats, persistence, keyspace, lockstats.
-async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -> String {
+async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, sections: &[Vec<u8>]) -> String {
+    const DEFAULT: &[&str] = &[
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "keyspace",
+        "lockstats",
+    ];
+    // No argument: the default sections (with this server's lockstats); `all`/`everything` add
+    // commandstats.
+    let all = sections
+        .iter()
+        .any(|x| x.eq_ignore_ascii_case(b"all") || x.eq_ignore_ascii_case(b"everything"));
+    let default =
+        sections.is_empty() || sections.iter().any(|x| x.eq_ignore_ascii_case(b"default"));
     let want = |s: &str| {
-        section.is_none_or(|x| {
-            x.eq_ignore_ascii_case(s.as_bytes())
-                || x.eq_ignore_ascii_case(b"all")
-                || x.eq_ignore_ascii_case(b"everything")
-                || x.eq_ignore_ascii_case(b"default")
-        })
+        all || (default && DEFAULT.contains(&s))
+            || sections
+                .iter()
+                .any(|x| x.eq_ignore_ascii_case(s.as_bytes()))
     };
     let st = &shared.stats;
-    let c = &shared.config;
     let mut s = String::new();
     if want("server") {
         let _ = write!(
@@ -164,7 +247,7 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
             s,
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
             st.connected.load(Ordering::Relaxed),
-            c.max_clients
+            shared.settings.max_clients()
         );
     }
     if want("stats") {
@@ -178,6 +261,41 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, section: Option<&[u8]>) -
             shared.store.expired_keys(),
             st.output_limit_disconnections.load(Ordering::Relaxed),
         );
+    }
+    if want("memory") {
+        // The process's resident size: the server has no allocator statistics of its own.
+        let rss = resident_bytes();
+        let _ = write!(
+            s,
+            "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n"
+        );
+    }
+    if want("replication") {
+        s.push_str(
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n",
+        );
+    }
+    if want("cpu") {
+        let (user, sys) = cpu_seconds(libc::RUSAGE_SELF);
+        let (cuser, csys) = cpu_seconds(libc::RUSAGE_CHILDREN);
+        let _ = write!(
+            s,
+            "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\nused_cpu_user_children:{cuser:.6}\r\n\r\n"
+        );
+    }
+    if want("commandstats") {
+        s.push_str("# Commandstats\r\n");
+        for (i, spec) in COMMANDS.iter().enumerate() {
+            let (calls, rejected) = shared.stats.command_calls(i);
+            if calls + rejected > 0 {
+                let _ = write!(
+                    s,
+                    "cmdstat_{}:calls={calls},usec=0,usec_per_call=0.00,rejected_calls={rejected},failed_calls=0\r\n",
+                    spec.name
+                );
+            }
+        }
+        s.push_str("\r\n");
     }
     if want("persistence") {
         let _ = write!(s, "# Persistence\r\n");
@@ -448,6 +566,27 @@ fn client_cmd<L: ShardLock<Shard>>(
         b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => wrong_sub_args(out, args),
         _ => unknown_subcommand(out, args),
     }
+}
+
+/// User and system CPU seconds of `who` (`getrusage`).
+fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(u.ru_utime), secs(u.ru_stime))
+}
+
+/// The process's resident set size in bytes (`/proc/self/statm`), 0 where unknown.
+fn resident_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64
 }
 
 /// A client name or library name: printable ASCII without spaces (may be empty).

@@ -76,7 +76,94 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .await;
             reply_int(out, n)
         }
-        b"GETRANGE" => {
+        b"GETBIT" => {
+            let Some(bit) = parse_int(&args[2]).filter(|b| (0..MAX_BIT).contains(b)) else {
+                resp::error(out, BIT_OFFSET);
+                return Flow::Continue;
+            };
+            let r = store
+                .get(&args[1], |v| {
+                    let byte = v
+                        .and_then(|v| v.get((bit / 8) as usize))
+                        .copied()
+                        .unwrap_or(0);
+                    ((byte >> (7 - bit % 8)) & 1) as i64
+                })
+                .await;
+            reply_int(out, r);
+        }
+        b"SETBIT" => {
+            let Some(bit) = parse_int(&args[2]).filter(|b| (0..MAX_BIT).contains(b)) else {
+                resp::error(out, BIT_OFFSET);
+                return Flow::Continue;
+            };
+            let on = match &args[3][..] {
+                b"1" => true,
+                b"0" => false,
+                _ => {
+                    resp::error(out, "ERR bit is not an integer or out of range");
+                    return Flow::Continue;
+                }
+            };
+            let r = store
+                .update(&args[1], seq, |e, _| {
+                    let (mut bytes, expire_at) = match e {
+                        Some(e) => (e.value.bytes()?.to_vec(), e.expire_at),
+                        None => (Vec::new(), 0),
+                    };
+                    let at = (bit / 8) as usize;
+                    if bytes.len() <= at {
+                        bytes.resize(at + 1, 0);
+                    }
+                    let mask = 1u8 << (7 - bit % 8);
+                    let old = (bytes[at] & mask != 0) as i64;
+                    if on {
+                        bytes[at] |= mask;
+                    } else {
+                        bytes[at] &= !mask;
+                    }
+                    let value = Value::Str(bytes);
+                    Ok((Change::Put(Entry { value, expire_at }), old))
+                })
+                .await;
+            reply_int(out, r);
+        }
+        b"BITCOUNT" => {
+            let range = match args.len() {
+                2 => None,
+                4 | 5 => {
+                    let bits = match args.get(4).map(|u| u.to_ascii_uppercase()) {
+                        None => false,
+                        Some(u) if u == b"BYTE" => false,
+                        Some(u) if u == b"BIT" => true,
+                        Some(_) => {
+                            resp::error(out, SYNTAX);
+                            return Flow::Continue;
+                        }
+                    };
+                    let (Some(a), Some(b)) = (parse_int(&args[2]), parse_int(&args[3])) else {
+                        resp::error(out, NOT_INT);
+                        return Flow::Continue;
+                    };
+                    Some((a, b, bits))
+                }
+                _ => {
+                    resp::error(out, SYNTAX);
+                    return Flow::Continue;
+                }
+            };
+            let r = store
+                .get(&args[1], |v| bitcount(v.unwrap_or(b""), range))
+                .await;
+            reply_int(out, r);
+        }
+        b"LCS" => {
+            let r = lcs_cmd(shared, &args, out).await;
+            if let Err(e) = r {
+                resp::error(out, &e);
+            }
+        }
+        b"SUBSTR" | b"GETRANGE" => {
             let (Some(start), Some(end)) = (parse_int(&args[2]), parse_int(&args[3])) else {
                 resp::error(out, NOT_INT);
                 return Flow::Continue;
@@ -445,4 +532,152 @@ async fn getex<L: ShardLock<Shard>>(
         Ok(v) => resp::opt_bulk(out, v.as_deref()),
         Err(e) => resp::error(out, &e),
     }
+}
+
+/// Bit offsets go up to 2^32 (a 512 MiB string), as in Redis.
+const MAX_BIT: i64 = 1 << 32;
+const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+/// `BITCOUNT` over `v`, optionally in a range of bytes (or bits) with Redis' negative indexes.
+fn bitcount(v: &[u8], range: Option<(i64, i64, bool)>) -> i64 {
+    let Some((a, b, bits)) = range else {
+        return v.iter().map(|b| b.count_ones() as i64).sum();
+    };
+    let total = if bits {
+        v.len() as i64 * 8
+    } else {
+        v.len() as i64
+    };
+    let norm = |x: i64| if x < 0 { (total + x).max(0) } else { x };
+    let (a, b) = (norm(a), norm(b).min(total - 1));
+    if total == 0 || a > b {
+        return 0;
+    }
+    if bits {
+        (a..=b)
+            .filter(|i| v[(i / 8) as usize] >> (7 - i % 8) & 1 == 1)
+            .count() as i64
+    } else {
+        v[a as usize..=b as usize]
+            .iter()
+            .map(|b| b.count_ones() as i64)
+            .sum()
+    }
+}
+
+/// A common run: its range in the first string and in the second (inclusive).
+type Match = ((usize, usize), (usize, usize));
+
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]`: the longest common subsequence
+/// of two strings (dynamic programming, as Redis computes it, so the same one is chosen).
+async fn lcs_cmd<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    args: &Args,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let (mut len, mut idx, mut withlen, mut minlen) = (false, false, false, 0i64);
+    let mut i = 3;
+    while i < args.len() {
+        match &args[i].to_ascii_uppercase()[..] {
+            b"LEN" => len = true,
+            b"IDX" => idx = true,
+            b"WITHMATCHLEN" => withlen = true,
+            b"MINMATCHLEN" if i + 1 < args.len() => {
+                minlen = parse_int(&args[i + 1]).ok_or(NOT_INT)?.max(0);
+                i += 1;
+            }
+            _ => return Err(SYNTAX.into()),
+        }
+        i += 1;
+    }
+    if len && idx {
+        return Err("ERR If you want both the length and indexes, please just use IDX.".into());
+    }
+    let mut vals: Vec<Vec<u8>> = Vec::new();
+    let mut err = None;
+    shared
+        .store
+        .get_many(&args[1..3], |_, v| match v.map(|v| v.bytes()).transpose() {
+            Ok(b) => vals.push(b.unwrap_or(b"").to_vec()),
+            Err(_) => err = Some("ERR The specified keys must contain string values".to_string()),
+        })
+        .await;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let (a, b) = (&vals[0], &vals[1]);
+    // dp[i][j]: the LCS length of a[..i] and b[..j].
+    let w = b.len() + 1;
+    let mut dp = vec![0u32; (a.len() + 1) * w];
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            dp[i * w + j] = if a[i - 1] == b[j - 1] {
+                dp[(i - 1) * w + j - 1] + 1
+            } else {
+                dp[(i - 1) * w + j].max(dp[i * w + j - 1])
+            };
+        }
+    }
+    let total = dp[a.len() * w + b.len()] as i64;
+    if len {
+        resp::integer(out, total);
+        return Ok(());
+    }
+    // Walk back from the end, collecting the common string and its matching ranges.
+    let (mut i, mut j) = (a.len(), b.len());
+    let mut common = Vec::new();
+    let mut matches: Vec<Match> = Vec::new();
+    let mut current: Option<Match> = None;
+    let flush = |cur: &mut Option<Match>, matches: &mut Vec<Match>| {
+        if let Some(m) = cur.take() {
+            if (m.0 .1 - m.0 .0 + 1) as i64 >= minlen {
+                matches.push(m);
+            }
+        }
+    };
+    while i > 0 && j > 0 {
+        if a[i - 1] == b[j - 1] {
+            common.push(a[i - 1]);
+            let (ai, bj) = (i - 1, j - 1);
+            match &mut current {
+                Some(((a0, _), (b0, _))) if *a0 == ai + 1 && *b0 == bj + 1 => {
+                    *a0 = ai;
+                    *b0 = bj;
+                }
+                _ => {
+                    flush(&mut current, &mut matches);
+                    current = Some(((ai, ai), (bj, bj)));
+                }
+            }
+            i -= 1;
+            j -= 1;
+        } else if dp[(i - 1) * w + j] > dp[i * w + j - 1] {
+            i -= 1;
+        } else {
+            j -= 1;
+        }
+    }
+    flush(&mut current, &mut matches);
+    common.reverse();
+    if !idx {
+        resp::bulk(out, &common);
+        return Ok(());
+    }
+    resp::map_header(out, 2);
+    resp::bulk(out, b"matches");
+    resp::array_header(out, matches.len());
+    for ((a0, a1), (b0, b1)) in &matches {
+        resp::array_header(out, if withlen { 3 } else { 2 });
+        for (x, y) in [(a0, a1), (b0, b1)] {
+            resp::array_header(out, 2);
+            resp::integer(out, *x as i64);
+            resp::integer(out, *y as i64);
+        }
+        if withlen {
+            resp::integer(out, (a1 - a0 + 1) as i64);
+        }
+    }
+    resp::bulk(out, b"len");
+    resp::integer(out, total);
+    Ok(())
 }
