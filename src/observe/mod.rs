@@ -252,11 +252,24 @@ pub(crate) fn acquired(raw: &ObservedLock, kind: WaiterKind, site: Site, wait: W
         #[cfg(feature = "lockdep")]
         lockdep: crate::lockdep::acquired(&raw.observe.lockdep, kind, site.location()),
         #[cfg(feature = "lock_stat")]
-        lock_stat: raw
-            .observe
-            .lock_stat
-            .acquired(kind, site.location(), wait.lock_stat),
+        lock_stat: raw.observe.lock_stat.acquired(
+            kind,
+            site.location(),
+            wait.lock_stat,
+            time_all(raw),
+        ),
     }
+}
+
+/// Must every hold of `raw` be timed (`lock_stat`)? Only when its "held too long"
+/// warning is on (features `lock_stat` and `tracing`), which needs each hold's length.
+#[cfg(feature = "lock_stat")]
+#[inline]
+fn time_all(raw: &ObservedLock) -> bool {
+    #[cfg(feature = "tracing")]
+    return raw.warn_held_ns() != u64::MAX;
+    #[cfg(not(feature = "tracing"))]
+    return false;
 }
 
 /// The token of the lock just [`acquired`] exists: foreign code may run.

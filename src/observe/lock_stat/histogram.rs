@@ -30,6 +30,8 @@ pub(super) struct Recorder {
     pub(super) buckets: [AtomicU64; BUCKETS],
     pub(super) total_ns: AtomicU64,
     pub(super) max_ns: AtomicU64,
+    /// Entries counted without a time (holds not sampled): in the count only.
+    pub(super) untimed: AtomicU64,
 }
 
 impl Recorder {
@@ -38,6 +40,7 @@ impl Recorder {
             buckets: [const { AtomicU64::new(0) }; BUCKETS],
             total_ns: AtomicU64::new(0),
             max_ns: AtomicU64::new(0),
+            untimed: AtomicU64::new(0),
         }
     }
 
@@ -52,8 +55,15 @@ impl Recorder {
         }
     }
 
+    /// Counts an entry whose time was not measured (a hold not sampled): one relaxed add.
+    #[inline]
+    pub(super) fn count_untimed(&self) {
+        self.untimed.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(super) fn snapshot(&self) -> Histogram {
         Histogram {
+            untimed: self.untimed.load(Ordering::Relaxed),
             buckets: std::array::from_fn(|b| self.buckets[b].load(Ordering::Relaxed)),
             total_ns: self.total_ns.load(Ordering::Relaxed),
             max_ns: self.max_ns.load(Ordering::Relaxed),
@@ -70,11 +80,19 @@ pub struct Histogram {
     pub(super) buckets: [u64; BUCKETS],
     pub(super) total_ns: u64,
     pub(super) max_ns: u64,
+    pub(super) untimed: u64,
 }
 
 impl Histogram {
-    /// How many times were recorded.
+    /// How many entries were counted: exact, the ones whose time was not sampled too (see
+    /// the [module documentation](crate::lock_stat) for which holds are timed).
     pub fn count(&self) -> u64 {
+        self.timed() + self.untimed
+    }
+
+    /// How many of the entries have a time: every wait; the sampled holds. The mean and
+    /// the percentiles are over these.
+    pub fn timed(&self) -> u64 {
         self.buckets.iter().sum()
     }
 
@@ -95,7 +113,7 @@ impl Histogram {
 
     /// The mean (zero if none was recorded).
     pub fn mean(&self) -> Duration {
-        match self.count() {
+        match self.timed() {
             0 => Duration::ZERO,
             n => Duration::from_nanos(self.total_ns / n),
         }
@@ -117,7 +135,7 @@ impl Histogram {
     /// # }
     /// ```
     pub fn percentile(&self, q: f64) -> Duration {
-        let count = self.count();
+        let count = self.timed();
         if count == 0 {
             return Duration::ZERO;
         }

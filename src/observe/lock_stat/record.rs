@@ -131,8 +131,9 @@ impl Default for LockStatState {
 #[derive(Debug)]
 pub(crate) struct HoldStat {
     pub(super) site: &'static Location<'static>,
-    /// When the current mode was entered.
-    pub(super) since: Instant,
+    /// When the current mode was entered; `None` for a read hold not sampled (its time is
+    /// not measured, the hold only counted).
+    pub(super) since: Option<Instant>,
     /// How long the lock was held in the modes before the current one (ns).
     pub(super) earlier_ns: u64,
     /// When the hold became exclusive (`epoch_ns`; 0 for a plain read lock): the holder
@@ -206,33 +207,52 @@ impl LockStatState {
         access: Access,
         grant: Option<Grant>,
     ) -> (Instant, u64, Option<Site>) {
+        match self.record_wait_timed(access, grant, true) {
+            (Some(now), wait, site) => (now, wait, site),
+            (None, ..) => unreachable!("a timed hold has a time"),
+        }
+    }
+
+    /// [`record_wait`](Self::record_wait), reading the clock for an acquire that did not
+    /// wait only if `timed` (a contended acquire's grant has the time already).
+    #[inline]
+    fn record_wait_timed(
+        &self,
+        access: Access,
+        grant: Option<Grant>,
+        timed: bool,
+    ) -> (Option<Instant>, u64, Option<Site>) {
         let (wait, contentions) = self.wait_of(access);
         match grant {
             Some(Grant { at, wait_ns, site }) => {
                 contentions.fetch_add(1, Ordering::Relaxed);
                 wait.record(wait_ns);
-                (at, wait_ns, Some(site))
+                (Some(at), wait_ns, Some(site))
             }
             None => {
                 wait.record(0);
-                (Instant::now(), 0, None)
+                (timed.then(Instant::now), 0, None)
             }
         }
     }
 
     /// The lock is owned in mode `kind`, taken from `site` after `grant` (a contended
-    /// acquire's): the hold. Runs no foreign code.
+    /// acquire's): the hold. A read hold that did not wait is timed only if this thread's
+    /// sample is due ([`sample`]) or `time_all` (a "held too long" threshold is set).
+    /// Runs no foreign code.
     #[inline]
     pub(crate) fn acquired(
         &self,
         kind: WaiterKind,
         site: &'static Location<'static>,
         grant: Option<Grant>,
+        time_all: bool,
     ) -> HoldStat {
         let access = Access::of(kind);
-        let (now, wait, _) = self.record_wait(access, grant);
+        let timed = access != Access::Read || time_all || grant.is_some() || sample();
+        let (now, wait, _) = self.record_wait_timed(access, grant, timed);
         let mut key = 0;
-        if access != Access::Read {
+        if let (Some(now), true) = (now, access != Access::Read) {
             key = self.set_holder(site, now, access);
         }
         HoldStat {
@@ -248,7 +268,11 @@ impl LockStatState {
     /// Returns its length (ns).
     #[inline]
     pub(super) fn end_segment(&self, hold: &HoldStat, access: Access, now: Instant) -> u64 {
-        let ns = nanos(now.saturating_duration_since(hold.since));
+        let Some(since) = hold.since else {
+            self.hold_of(access).count_untimed();
+            return 0;
+        };
+        let ns = nanos(now.saturating_duration_since(since));
         self.hold_of(access).record(ns);
         if ns > self.longest.ns.load(Ordering::Relaxed) {
             self.longest
@@ -277,7 +301,7 @@ impl LockStatState {
         };
         let ns = self.end_segment(hold, from, now);
         hold.earlier_ns = hold.earlier_ns.saturating_add(ns);
-        hold.since = now;
+        hold.since = Some(now);
         hold.wait_ns = wait;
         if to == Access::Read {
             self.clear_holder(hold);
@@ -297,7 +321,13 @@ impl LockStatState {
     #[inline]
     pub(crate) fn released(&self, kind: WaiterKind, hold: &HoldStat) -> u64 {
         let access = Access::of(kind);
-        let ns = self.end_segment(hold, access, Instant::now());
+        let ns = match hold.since {
+            Some(_) => self.end_segment(hold, access, Instant::now()),
+            None => {
+                self.hold_of(access).count_untimed();
+                0
+            }
+        };
         if access != Access::Read {
             self.clear_holder(hold);
         }
@@ -379,4 +409,30 @@ impl LockStatState {
             events,
         }
     }
+}
+
+/// Read holds that did not wait are timed one in this many per thread (the first one on
+/// each thread too): the two clock reads of a timed hold cost more than the lock itself.
+pub(super) const SAMPLE_EVERY: u32 = 64;
+
+thread_local! {
+    /// Read holds left on this thread until the next timed one.
+    static UNTIL_SAMPLE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Is this thread's next read hold to be timed? One in [`SAMPLE_EVERY`], no atomics.
+#[inline]
+fn sample() -> bool {
+    UNTIL_SAMPLE
+        .try_with(|left| match left.get() {
+            0 => {
+                left.set(SAMPLE_EVERY - 1);
+                true
+            }
+            n => {
+                left.set(n - 1);
+                false
+            }
+        })
+        .unwrap_or(true)
 }

@@ -13,7 +13,7 @@ use crate::raw::stats::LockStats;
 #[cfg(target_pointer_width = "64")]
 #[test]
 fn sizes() {
-    assert_eq!(std::mem::size_of::<LockStatState>(), 1680);
+    assert_eq!(std::mem::size_of::<LockStatState>(), 1712);
     assert_eq!(std::mem::size_of::<HoldStat>(), 48);
 }
 
@@ -76,7 +76,7 @@ fn the_longest_hold_keeps_the_max_with_its_site() {
     let t0 = Instant::now();
     let hold = HoldStat {
         site: here,
-        since: t0,
+        since: Some(t0),
         earlier_ns: 0,
         key: 0,
         wait_ns: 0,
@@ -100,7 +100,7 @@ fn the_holder_slot_is_cleared_only_by_its_own_hold() {
     let here = Location::caller();
     let hold = |key| HoldStat {
         site: here,
-        since: Instant::now(),
+        since: Some(Instant::now()),
         earlier_ns: 0,
         key,
         wait_ns: 0,
@@ -132,8 +132,8 @@ fn a_coarse_clock_does_not_let_a_release_clear_the_next_holder() {
             site: here,
         })
     };
-    let first = s.acquired(WaiterKind::Write, here, grant());
-    let next = s.acquired(WaiterKind::Write, here, grant());
+    let first = s.acquired(WaiterKind::Write, here, grant(), false);
+    let next = s.acquired(WaiterKind::Write, here, grant(), false);
     assert_ne!(first.key, next.key);
     s.released(WaiterKind::Write, &first);
     let holder = s.holder().expect("the next holder is still in the slot");
@@ -141,8 +141,8 @@ fn a_coarse_clock_does_not_let_a_release_clear_the_next_holder() {
     s.released(WaiterKind::Write, &next);
     assert!(s.holder().is_none());
     // And the same for the upgradable reader after a writer.
-    let first = s.acquired(WaiterKind::Write, here, grant());
-    let next = s.acquired(WaiterKind::UpgradableRead, here, grant());
+    let first = s.acquired(WaiterKind::Write, here, grant(), false);
+    let next = s.acquired(WaiterKind::UpgradableRead, here, grant(), false);
     s.released(WaiterKind::Write, &first);
     assert_eq!(s.holder().unwrap().access, Access::UpgradableRead);
     s.released(WaiterKind::UpgradableRead, &next);
@@ -169,4 +169,30 @@ fn the_table_has_every_row() {
     assert!(lines[3].starts_with("write wait"), "{text}");
     assert!(lines[3].contains("2.0µs"), "{text}");
     assert_eq!(lines[5], "longest hold: none yet");
+}
+
+/// Read holds that did not wait are timed one in `SAMPLE_EVERY` per thread, the first one
+/// included; every one is counted.
+#[test]
+fn untimed_read_holds_are_counted_and_sampled_ones_timed() {
+    std::thread::spawn(|| {
+        let s = LockStatState::new();
+        let here = Location::caller();
+        let n = 2 * super::record::SAMPLE_EVERY;
+        for _ in 0..n {
+            let hold = s.acquired(WaiterKind::Read, here, None, false);
+            s.released(WaiterKind::Read, &hold);
+        }
+        let stat = s.snapshot(LockStats::default());
+        assert_eq!(stat.read_hold().count(), u64::from(n));
+        assert_eq!(stat.read_hold().timed(), 2);
+        assert_eq!(stat.read_wait().count(), u64::from(n));
+        assert_eq!(stat.read_wait().zeros(), u64::from(n));
+        // A "held too long" threshold times every hold.
+        let hold = s.acquired(WaiterKind::Read, here, None, true);
+        s.released(WaiterKind::Read, &hold);
+        assert_eq!(s.snapshot(LockStats::default()).read_hold().timed(), 3);
+    })
+    .join()
+    .unwrap();
 }
