@@ -131,12 +131,15 @@ pub struct Settings {
     pub max_clients_limit: usize,
 }
 
-/// The encoding thresholds and their defaults (Redis 7.0's).
+/// The encoding thresholds and their defaults (Redis 7.2's, whose list and set encodings
+/// `OBJECT ENCODING` names).
 pub const ENCODING_SETTINGS: &[(&str, i64)] = &[
     ("hash-max-listpack-entries", 128),
     ("hash-max-listpack-value", 64),
     ("list-max-listpack-size", -2),
     ("set-max-intset-entries", 512),
+    ("set-max-listpack-entries", 128),
+    ("set-max-listpack-value", 64),
     ("zset-max-listpack-entries", 128),
     ("zset-max-listpack-value", 64),
 ];

@@ -126,6 +126,10 @@ pub async fn execute<L: ShardLock<Shard>>(
         }
         "string" | "bitmap" => strings::execute(shared, name, args, out, seq).await,
         "list" => lists::execute(shared, name, args, out, seq).await,
+        // The element scans of every type live with SCAN.
+        _ if matches!(name, b"SSCAN" | b"HSCAN" | b"ZSCAN") => {
+            keys::execute(shared, name, args, out, seq).await
+        }
         "hash" => hashes::execute(shared, name, args, out, seq).await,
         "set" => sets::execute(shared, name, args, out, seq).await,
         "sorted-set" => zsets::execute(shared, name, args, out, seq).await,
@@ -283,6 +287,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("hlen", 2, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "The number of fields of a hash"),
     spec!("hmget", -3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields asked", true, "The values of several hash fields"),
     spec!("hmset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set several hash fields (replies OK)"),
+    spec!("hscan", -3, ["readonly"], 1, 1, 1, "hash", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate hash fields and associated values"),
     spec!("hset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set hash fields; replies how many are new"),
     spec!("hvals", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every value of a hash"),
     spec!("incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by one"),
@@ -330,6 +335,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("smembers", 2, ["readonly"], 1, 1, 1, "set", "1.0.0", "O(N) in the set size", true, "Every member of a set"),
     spec!("spop", -2, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members popped", true, "Remove and return random members of a set"),
     spec!("srem", -3, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members removed", true, "Remove members from a set"),
+    spec!("sscan", -3, ["readonly"], 1, 1, 1, "set", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate Set elements"),
     spec!("strlen", 2, ["readonly", "fast"], 1, 1, 1, "string", "2.2.0", "O(1)", true, "Get the length of the value stored in a key"),
     spec!("substr", 4, ["readonly"], 1, 1, 1, "string", "1.0.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
     spec!("time", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "2.6.0", "O(1)", false, "Return the current server time"),
@@ -346,6 +352,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("zpopmin", -2, ["write", "fast"], 1, 1, 1, "sorted-set", "5.0.0", "O(log(N)*M) for M members popped", true, "Remove and return the members with the lowest scores"),
     spec!("zrange", -4, ["readonly"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)+M) for M members returned", true, "A range of sorted-set members by index or score"),
     spec!("zrem", -3, ["write", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(M*log(N)) for M members removed", true, "Remove members from a sorted set"),
+    spec!("zscan", -3, ["readonly"], 1, 1, 1, "sorted-set", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate sorted sets elements and associated scores"),
     spec!("zscore", 3, ["readonly", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(1)", true, "The score of a sorted-set member"),
 ];
 
