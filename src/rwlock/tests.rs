@@ -469,6 +469,31 @@ fn blocking_owned_variants() {
     assert_eq!(Arc::strong_count(&l), 1);
 }
 
+/// A blocking reader tries the lock directly before it builds a future (without
+/// observers): that try must not pass a queued writer, even while readers own the lock.
+#[test]
+fn blocking_reader_queues_behind_a_queued_writer() {
+    let _lockdep = lockdep_off();
+    let l = Arc::new(RwLock::with_policy(0, queue_at_once()));
+    let r = l.try_read().unwrap();
+    let c = Arc::clone(&l);
+    let writer = thread::spawn(move || *c.blocking_write() += 1);
+    wait_for_queue(&l, 1);
+    let c = Arc::clone(&l);
+    let reader = thread::spawn(move || *c.blocking_read());
+    // The reader queues behind the writer instead of sharing `r`'s read lock.
+    wait_for_queue(&l, 2);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
+    drop(r);
+    writer.join().unwrap();
+    assert_eq!(
+        reader.join().unwrap(),
+        1,
+        "the reader got in before the writer"
+    );
+    assert_eq!(l.raw.count_word(), 0);
+}
+
 #[test]
 fn blocking_writer_wakes_when_async_reader_releases() {
     let rt = tokio::runtime::Builder::new_current_thread()
