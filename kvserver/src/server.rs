@@ -342,6 +342,9 @@ const OUT_FLUSH: usize = 64 * 1024;
 /// it ends (`malloc_trim`).
 const BIG_OUTPUT: usize = 32 << 20;
 
+/// The room a batch's reply buffer starts with (16 pipelined short replies fit).
+const OUT_FIRST: usize = 256;
+
 /// The reply to a data command, at `out[start..end]`: a write that may go out only once log
 /// record `seq` is written, or (`seq == commands::READ`) a read that must not go out if a
 /// log failure may have undone what it saw.
@@ -412,14 +415,14 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
     async fn queue(&mut self, batch: &mut Batch) {
         settle(self.shared, batch).await;
         let out = std::mem::take(&mut batch.out);
-        batch.marks.clear();
+        batch.marks.clear(); // its capacity is kept for the next batch
         if !out.is_empty() {
             self.queued += out.len();
             self.max_queued = self.max_queued.max(self.queued);
             self.info.out_bytes.store(self.queued, Ordering::Relaxed);
             self.sendq.push_back(out);
         }
-        *batch = self.new_batch();
+        batch.rollbacks = self.shared.store.log().map_or(0, |l| l.rollbacks());
     }
 
     /// Executes the whole requests in `inbuf`, queueing their replies; stops early when the
@@ -438,6 +441,9 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
             match self.parser.next(&self.inbuf, &mut pos) {
                 Ok(Some(args)) => {
                     executed += 1;
+                    if batch.out.capacity() == 0 {
+                        batch.out.reserve(OUT_FIRST); // not grown reply by reply
+                    }
                     let start = batch.out.len();
                     let mut seq = 0;
                     let flow =

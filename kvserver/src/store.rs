@@ -26,8 +26,8 @@
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, BinaryHeap, HashSet};
-use std::hash::BuildHasher;
+use std::collections::{BTreeMap, BinaryHeap, HashSet, VecDeque};
+use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -83,6 +83,10 @@ pub struct Shard {
     volatile: usize,
     /// (deadline, hash) of entries that had a deadline when set; stale ones are skipped.
     deadlines: BinaryHeap<Reverse<(u64, u64)>>,
+    /// The undo information of this shard's single-key writes whose records may still fail,
+    /// oldest first (by record: the shard's write lock orders them). It belongs to the lock,
+    /// not to the data: `FLUSHALL` and its undo leave it in place.
+    undo: VecDeque<(u64, UndoOp)>,
 }
 
 impl Shard {
@@ -119,34 +123,34 @@ impl Shard {
 
     /// Inserts or replaces; returns the entry replaced.
     fn insert(&mut self, h: u64, key: &[u8], entry: Entry) -> Option<Entry> {
-        if entry.expire_at != 0 {
-            self.volatile += 1;
-            self.deadlines.push(Reverse((entry.expire_at, h)));
-            if self.deadlines.len() > 2 * self.volatile + 1024 {
-                self.rebuild_deadlines();
-            }
-        }
-        if let Some(old) = self.get_mut(h, key) {
-            let old = std::mem::replace(old, entry);
-            if old.expire_at != 0 {
-                self.volatile -= 1;
-            }
+        if let Some(e) = self.get_mut(h, key) {
+            let new_at = entry.expire_at;
+            let old = std::mem::replace(e, entry);
+            self.deadline_changed(h, old.expire_at, new_at);
             return Some(old);
+        }
+        self.insert_absent(h, key.into(), entry);
+        None
+    }
+
+    /// Inserts an entry for a key known to be absent (one lookup fewer than [`Shard::insert`]).
+    fn insert_absent(&mut self, h: u64, key: Box<[u8]>, entry: Entry) {
+        if entry.expire_at != 0 {
+            self.deadline_changed(h, 0, entry.expire_at);
         }
         self.len += 1;
         match self.map.entry(h) {
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(Slot {
-                    key: key.into(),
+                    key,
                     entry,
                     more: Vec::new(),
                 });
             }
             std::collections::btree_map::Entry::Occupied(mut o) => {
-                o.get_mut().more.push((key.into(), entry));
+                o.get_mut().more.push((key, entry));
             }
         }
-        None
     }
 
     /// Stores a whole value read at replay; one whose deadline has passed is dropped.
@@ -232,7 +236,19 @@ impl Shard {
     }
 
     fn clear(&mut self) {
+        let undo = std::mem::take(&mut self.undo);
         *self = Shard::default();
+        self.undo = undo;
+    }
+
+    /// Drops the undo information of the records up to `horizon` (they are in the log).
+    fn prune_undo(&mut self, horizon: u64) {
+        while self.undo.front().is_some_and(|(seq, _)| *seq <= horizon) {
+            self.undo.pop_front();
+        }
+        if self.undo.is_empty() && self.undo.capacity() > 4096 {
+            self.undo = VecDeque::new();
+        }
     }
 
     fn rebuild_deadlines(&mut self) {
@@ -392,23 +408,65 @@ enum UndoOp {
     /// The key held `old` (`None`: it was absent).
     Key {
         hash: u64,
-        key: Box<[u8]>,
+        key: UndoKey,
         old: Option<Entry>,
     },
     /// The key's deadline was `old_at`.
     Expire {
         hash: u64,
-        key: Box<[u8]>,
+        key: UndoKey,
         old_at: u64,
     },
     /// The changes that undo a change to the key's aggregate, applied in order.
     Inverse {
         hash: u64,
-        key: Box<[u8]>,
+        key: UndoKey,
         ops: Vec<Mutation>,
     },
     /// The whole shard (`FLUSHALL`).
     Shard(Box<Shard>),
+}
+
+/// A key as an undo record keeps it: a short one in place (no allocation, and the request's
+/// buffer is freed at once, where the allocator reuses it for the next request), a long one
+/// in the request's own buffer or a copy.
+enum UndoKey {
+    Inline {
+        len: u8,
+        bytes: [u8; UndoKey::INLINE],
+    },
+    Heap(Vec<u8>),
+}
+
+impl UndoKey {
+    const INLINE: usize = 30;
+
+    /// Takes the request's buffer (kept only for a long key).
+    fn new(key: Vec<u8>) -> UndoKey {
+        match key.len() <= Self::INLINE {
+            true => Self::copy(&key),
+            false => UndoKey::Heap(key),
+        }
+    }
+
+    fn copy(key: &[u8]) -> UndoKey {
+        if key.len() > Self::INLINE {
+            return UndoKey::Heap(key.to_vec());
+        }
+        let mut bytes = [0; Self::INLINE];
+        bytes[..key.len()].copy_from_slice(key);
+        UndoKey::Inline {
+            len: key.len() as u8,
+            bytes,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            UndoKey::Inline { len, bytes } => &bytes[..*len as usize],
+            UndoKey::Heap(k) => k,
+        }
+    }
 }
 
 struct Undo {
@@ -447,6 +505,9 @@ pub struct Store<L> {
     save_lock: tokio::sync::Mutex<()>,
     /// Keys removed because their deadline passed (sweeps and writes).
     expired: AtomicU64,
+    /// `EXEC`s running now: while none does, no task has shards lent or a transaction's log
+    /// to write into, and the task-local is not looked at.
+    txns: std::sync::atomic::AtomicUsize,
 }
 
 impl<L: ShardLock<Shard>> Store<L> {
@@ -539,6 +600,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             flipped: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             save_lock: tokio::sync::Mutex::new(()),
             expired: AtomicU64::new(0),
+            txns: Default::default(),
         };
         Ok((store, report))
     }
@@ -627,6 +689,24 @@ impl<L: ShardLock<Shard>> Store<L> {
         }
     }
 
+    /// [`Store::push_undo`] for a write to one shard, `g` (shard `i`, whose write lock the
+    /// caller holds): kept in the shard's own list, no other lock taken; the records of the
+    /// list already in the log are dropped first.
+    fn push_undo_in(&self, g: &mut Shard, i: usize, seq: u64, op: UndoOp) {
+        let Some(log) = &self.log else { return };
+        if seq == 0 {
+            return;
+        }
+        if seq == IN_TXN {
+            TXN.with(|t| t.log.borrow_mut().undo.push((i, op)));
+            return;
+        }
+        if !g.undo.is_empty() {
+            g.prune_undo(log.undo_horizon());
+        }
+        g.undo.push_back((seq, op));
+    }
+
     /// Drops the undo information of records that are in the log (a connection calls it once
     /// its writes are acknowledged, so that old values are not held longer than needed).
     pub fn prune_undo(&self) {
@@ -663,6 +743,14 @@ impl<L: ShardLock<Shard>> Store<L> {
         let mut items =
             std::mem::take(&mut self.undo.lock().unwrap_or_else(|e| e.into_inner()).items);
         items.retain(|x| x.seq >= from);
+        for (shard, g) in guards.iter_mut().enumerate() {
+            let list = std::mem::take(&mut g.undo);
+            items.extend(
+                (list.into_iter())
+                    .filter(|(seq, _)| *seq >= from)
+                    .map(|(seq, op)| Undo { seq, shard, op }),
+            );
+        }
         // Same-key changes are ordered by their records (the shard lock orders them); undo
         // newest first, and within one record in reverse.
         items.sort_by_key(|x| x.seq);
@@ -855,20 +943,22 @@ impl<L: ShardLock<Shard>> Store<L> {
     // Every write: take the write lock(s), decide, append the record to the log batch (an error
     // there changes nothing), apply. `seq` gets the record's sequence number.
 
-    /// `SET`; see [`SetOutcome`].
+    /// `SET`; see [`SetOutcome`]. The key and value are the request's own buffers, moved
+    /// into the entry (a new key) or into the undo record (the key of a replaced entry).
     pub async fn set(
         &self,
-        key: &[u8],
+        key: impl Into<Vec<u8>>,
         value: Vec<u8>,
         opts: SetOpts,
         seq: &mut u64,
     ) -> StoreResult<SetOutcome> {
-        let (i, h) = self.locate(key);
+        let key: Vec<u8> = key.into();
+        let (i, h) = self.locate(&key);
         let mut guard = self.wlock(i).await;
         let g = &mut *guard;
         let mut clock = Clock::new();
         // One lookup: the entry found (live or not) is replaced in place below.
-        let found = g.get_mut(h, key);
+        let found = g.get_mut(h, &key);
         let existing = found.as_deref().filter(|e| clock.live(e));
         let old = if opts.get {
             existing
@@ -887,10 +977,10 @@ impl<L: ShardLock<Shard>> Store<L> {
         };
         self.log_append(
             seq,
-            |out| aof::put_set(out, key, &value, expire_at),
+            |out| aof::put_set(out, &key, &value, expire_at),
             |ep, out| {
                 if self.flipped(i, ep) {
-                    aof::put_set(out, key, &value, expire_at)
+                    aof::put_set(out, &key, &value, expire_at)
                 }
             },
         )?;
@@ -898,17 +988,40 @@ impl<L: ShardLock<Shard>> Store<L> {
             value: Value::Str(value),
             expire_at,
         };
-        let prev = match found {
+        match found {
             Some(e) => {
                 // The old entry is moved into the undo record, not copied.
                 let prev = std::mem::replace(e, new);
                 g.deadline_changed(h, prev.expire_at, expire_at);
-                Some(prev)
+                if self.log.is_some() {
+                    let key = UndoKey::new(key);
+                    self.push_undo_in(
+                        g,
+                        i,
+                        *seq,
+                        UndoOp::Key {
+                            hash: h,
+                            key,
+                            old: Some(prev),
+                        },
+                    );
+                }
             }
-            None => g.insert(h, key, new),
-        };
-        if self.log.is_some() {
-            self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+            None if self.log.is_some() => {
+                g.insert_absent(h, key[..].into(), new);
+                let key = UndoKey::new(key);
+                self.push_undo_in(
+                    g,
+                    i,
+                    *seq,
+                    UndoOp::Key {
+                        hash: h,
+                        key,
+                        old: None,
+                    },
+                );
+            }
+            None => g.insert_absent(h, key.into_boxed_slice(), new),
         }
         self.reclaim(g, &mut clock);
         Ok(SetOutcome { stored: true, old })
@@ -949,7 +1062,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             },
         );
         if self.log.is_some() {
-            self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+            self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
         }
         self.reclaim(&mut g, &mut clock);
         Ok(new)
@@ -994,14 +1107,14 @@ impl<L: ShardLock<Shard>> Store<L> {
             )?;
             let prev = g.remove(h, key);
             if self.log.is_some() {
-                self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+                self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
             }
         } else {
             let at = when as u64;
             self.log_expire(seq, i, key, at)?;
             let old_at = g.set_expire(h, key, at);
             if self.log.is_some() {
-                self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
+                self.push_undo_in(&mut g, i, *seq, undo_expire(h, key, old_at));
             }
         }
         Ok(true)
@@ -1021,7 +1134,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         self.log_expire(seq, i, key, 0)?;
         let old_at = g.set_expire(h, key, 0);
         if self.log.is_some() {
-            self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
+            self.push_undo_in(&mut g, i, *seq, undo_expire(h, key, old_at));
         }
         Ok(true)
     }
@@ -1165,7 +1278,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 )?;
                 let prev = g.insert(h, key, e);
                 if self.log.is_some() {
-                    self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+                    self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
                 }
             }
             Change::Del if had => {
@@ -1180,7 +1293,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 )?;
                 let prev = g.remove(h, key);
                 if self.log.is_some() {
-                    self.push_undo(*seq, [(i, undo_key(h, key, prev))]);
+                    self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
                 }
             }
             Change::Del => {}
@@ -1188,7 +1301,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 self.log_expire(seq, i, key, at)?;
                 let old_at = g.set_expire(h, key, at);
                 if self.log.is_some() {
-                    self.push_undo(*seq, [(i, undo_expire(h, key, old_at))]);
+                    self.push_undo_in(&mut g, i, *seq, undo_expire(h, key, old_at));
                 }
             }
             Change::Expire(_) => {}
@@ -1243,7 +1356,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 i,
                 UndoOp::Inverse {
                     hash: h,
-                    key: key.into(),
+                    key: UndoKey::copy(key),
                     ops,
                 },
             ));
@@ -1352,7 +1465,8 @@ impl<L: ShardLock<Shard>> Store<L> {
         self.log_append(seq, aof::put_flushall, |_, _| {})?;
         let mut undo = Vec::new();
         for (i, g) in guards.iter_mut().enumerate() {
-            let old = std::mem::take(&mut **g);
+            let mut old = std::mem::take(&mut **g);
+            g.undo = std::mem::take(&mut old.undo);
             if self.log.is_some() {
                 undo.push((i, UndoOp::Shard(Box::new(old))));
             }
@@ -1407,10 +1521,18 @@ impl<L: ShardLock<Shard>> Store<L> {
         let mut more = false;
         for s in self.locks.iter() {
             let now = now_ms();
-            if !s.read().await.due(now) {
+            let (due, undo) = {
+                let g = s.read().await;
+                (g.due(now), !g.undo.is_empty())
+            };
+            if !due && !undo {
                 continue;
             }
             let mut g = s.write().await;
+            if let Some(log) = self.log.as_ref().filter(|_| undo) {
+                // Old values of a shard no longer written are not kept past a sweep.
+                g.prune_undo(log.undo_horizon());
+            }
             removed += g.sweep(now, chunk);
             more |= g.due(now);
         }
@@ -1431,7 +1553,7 @@ impl<L: ShardLock<Shard>> Store<L> {
 fn undo_key(hash: u64, key: &[u8], old: Option<Entry>) -> UndoOp {
     UndoOp::Key {
         hash,
-        key: key.into(),
+        key: UndoKey::copy(key),
         old,
     }
 }
@@ -1439,7 +1561,7 @@ fn undo_key(hash: u64, key: &[u8], old: Option<Entry>) -> UndoOp {
 fn undo_expire(hash: u64, key: &[u8], old_at: u64) -> UndoOp {
     UndoOp::Expire {
         hash,
-        key: key.into(),
+        key: UndoKey::copy(key),
         old_at,
     }
 }
@@ -1447,23 +1569,31 @@ fn undo_expire(hash: u64, key: &[u8], old_at: u64) -> UndoOp {
 /// Puts back what one change replaced.
 fn undo(g: &mut Shard, op: UndoOp) {
     match op {
-        UndoOp::Key { hash, key, old } => g.restore(hash, &key, old),
+        UndoOp::Key { hash, key, old } => g.restore(hash, key.bytes(), old),
         UndoOp::Expire { hash, key, old_at } => {
-            g.set_expire(hash, &key, old_at);
+            g.set_expire(hash, key.bytes(), old_at);
         }
         UndoOp::Inverse { hash, key, ops } => {
-            if let Some(e) = g.get_mut(hash, &key) {
+            if let Some(e) = g.get_mut(hash, key.bytes()) {
                 for m in ops {
                     value::apply(&mut e.value, m);
                 }
             }
         }
-        UndoOp::Shard(old) => *g = *old,
+        UndoOp::Shard(old) => {
+            let undo = std::mem::take(&mut g.undo);
+            *g = *old;
+            g.undo = undo;
+        }
     }
 }
 
 fn shard_of(hasher: &RandomState, n: usize, key: &[u8]) -> (usize, u64) {
-    let h = hasher.hash_one(key);
+    // The key's bytes alone (no length prefix, as `Hash for [u8]` would add: one SipHash
+    // `write` fewer); only this function hashes keys.
+    let mut s = hasher.build_hasher();
+    s.write(key);
+    let h = s.finish();
     (((h as u128 * n as u128) >> 64) as usize, h)
 }
 
@@ -1493,6 +1623,22 @@ tokio::task_local! {
 /// The sequence number the commands of a transaction get for their writes: their record is
 /// the transaction's, appended at its end.
 const IN_TXN: u64 = u64::MAX - 1;
+
+/// Counts a running `EXEC` in [`Store::txns`] (until dropped, also when the `EXEC` is).
+struct TxnCount<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> TxnCount<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        TxnCount(n)
+    }
+}
+
+impl Drop for TxnCount<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// A shard an `EXEC` holds the write lock of.
 struct HeldShard {
@@ -1532,6 +1678,11 @@ struct TxnLog {
 
 /// `Some(whether it holds the SAVE lock)` when an `EXEC` on `store` runs in this task.
 fn in_txn<L>(store: &Store<L>) -> Option<bool> {
+    // This task's own EXEC counted itself before its commands ran (program order: Relaxed
+    // suffices); 0 means no EXEC anywhere.
+    if store.txns.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
     let me = store as *const Store<L> as usize;
     TXN.try_with(|t| (t.store == me).then_some(t.save_lock))
         .ok()
@@ -1575,6 +1726,9 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// Shard `i` lent by the `EXEC` running in this task, if it holds it.
     #[allow(clippy::mut_from_ref)] // the loan is exclusive: see `ShardPtr`
     fn lent(&self, i: usize) -> Option<(&mut Shard, usize)> {
+        if self.txns.load(Ordering::Relaxed) == 0 {
+            return None; // see `in_txn`
+        }
         let me = self as *const Self as usize;
         let (ptr, slot) = TXN
             .try_with(|t| {
@@ -1659,6 +1813,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             save_lock: flushes,
             log: Default::default(),
         };
+        let counted = TxnCount::new(&self.txns);
         let (r, tlog) = TXN
             .scope(txn, async {
                 let r = body.await;
@@ -1666,6 +1821,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             })
             .await;
         // The loans are over: the guards are the only way to the shards again.
+        drop(counted);
         let Some(log) = &self.log else {
             return Ok((r, 0));
         };

@@ -256,7 +256,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 xx: false,
                 get: false,
             };
-            let r = store.set(&args[1], args[2].clone(), opts, seq).await;
+            let mut args = args;
+            let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
+            let r = store.set(key, value, opts, seq).await;
             reply_int(out, r.map(|r| r.stored as i64))
         }
         b"SETEX" | b"PSETEX" => {
@@ -279,7 +281,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 xx: false,
                 get: false,
             };
-            let r = store.set(&args[1], args[3].clone(), opts, seq).await;
+            let mut args = args;
+            let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[3]));
+            let r = store.set(key, value, opts, seq).await;
             reply_ok(out, r.map(|_| ()))
         }
         b"GETSET" => {
@@ -289,7 +293,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 xx: false,
                 get: true,
             };
-            match store.set(&args[1], args[2].clone(), opts, seq).await {
+            let mut args = args;
+            let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
+            match store.set(key, value, opts, seq).await {
                 Ok(r) => resp::opt_bulk(out, r.old.as_deref()),
                 Err(e) => resp::error(out, &e),
             }
@@ -425,8 +431,8 @@ async fn set<L: ShardLock<Shard>>(
         }
     }
     let mut args = args;
-    let value = std::mem::take(&mut args[2]);
-    match shared.store.set(&args[1], value, opts, seq).await {
+    let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
+    match shared.store.set(key, value, opts, seq).await {
         Ok(r) if get => resp::opt_bulk(out, r.old.as_deref()),
         Ok(r) if r.stored => resp::ok(out),
         Ok(_) => resp::null(out),
