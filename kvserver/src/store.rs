@@ -241,10 +241,14 @@ impl Shard {
         self.undo = undo;
     }
 
-    /// Drops the undo information of the records up to `horizon` (they are in the log).
-    fn prune_undo(&mut self, horizon: u64) {
-        while self.undo.front().is_some_and(|(seq, _)| *seq <= horizon) {
-            self.undo.pop_front();
+    /// Drops the undo information of the records up to `horizon` (they are in the log), at
+    /// most `max` records of it.
+    fn prune_undo(&mut self, horizon: u64, max: usize) {
+        for _ in 0..max {
+            match self.undo.front() {
+                Some((seq, _)) if *seq <= horizon => drop(self.undo.pop_front()),
+                _ => break,
+            }
         }
         if self.undo.is_empty() && self.undo.capacity() > 4096 {
             self.undo = VecDeque::new();
@@ -702,7 +706,10 @@ impl<L: ShardLock<Shard>> Store<L> {
             return;
         }
         if !g.undo.is_empty() {
-            g.prune_undo(log.undo_horizon());
+            // Two at most: each write frees about one old value, as it would without undo,
+            // instead of a batch's worth at once (which the allocator's per-thread cache
+            // cannot take); the sweeper drops the rest of a shard no longer written.
+            g.prune_undo(log.undo_horizon(), 2);
         }
         g.undo.push_back((seq, op));
     }
@@ -1531,7 +1538,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             let mut g = s.write().await;
             if let Some(log) = self.log.as_ref().filter(|_| undo) {
                 // Old values of a shard no longer written are not kept past a sweep.
-                g.prune_undo(log.undo_horizon());
+                g.prune_undo(log.undo_horizon(), usize::MAX);
             }
             removed += g.sweep(now, chunk);
             more |= g.due(now);

@@ -363,9 +363,9 @@ fn spec(upper_name: &[u8]) -> Option<&'static Spec> {
 
 /// The index in [`COMMANDS`] of a command name (any case).
 fn spec_index(name: &[u8]) -> Option<usize> {
-    // A name of up to 16 bytes, upper-cased and zero-padded, read as a big-endian number:
-    // numbers order as the names do, so a binary search over them finds a command in a few
-    // integer comparisons (the length check below tells "GET" from "GET\0").
+    // A name of up to 16 bytes, upper-cased and zero-padded, read as a number, is looked up in
+    // an open-addressing table of those numbers (built once; a probe or two); the length check
+    // tells "GET" from "GET\0".
     fn key(name: &[u8]) -> Option<u128> {
         let mut b = [0u8; 16];
         if name.len() > b.len() {
@@ -374,25 +374,40 @@ fn spec_index(name: &[u8]) -> Option<usize> {
         for (d, s) in b.iter_mut().zip(name) {
             *d = s.to_ascii_uppercase();
         }
-        Some(u128::from_be_bytes(b))
+        Some(u128::from_le_bytes(b))
     }
-    static INDEX: std::sync::OnceLock<Vec<(u128, usize)>> = std::sync::OnceLock::new();
-    let index = INDEX.get_or_init(|| {
-        let mut v: Vec<(u128, usize)> = (COMMANDS.iter().enumerate())
-            .filter_map(|(i, s)| Some((key(s.name.as_bytes())?, i)))
-            .collect();
-        v.sort_unstable();
-        v
+    const SLOTS: usize = 512; // a power of two, several times the commands
+    fn slot(k: u128) -> usize {
+        let x = (k as u64) ^ ((k >> 64) as u64).rotate_left(29);
+        (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize % SLOTS
+    }
+    static TABLE: std::sync::OnceLock<Vec<(u128, usize)>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = vec![(0u128, usize::MAX); SLOTS];
+        for (i, s) in COMMANDS.iter().enumerate() {
+            let Some(k) = key(s.name.as_bytes()) else {
+                continue;
+            };
+            let mut at = slot(k);
+            while t[at].1 != usize::MAX {
+                at = (at + 1) % SLOTS;
+            }
+            t[at] = (k, i);
+        }
+        t
     });
-    match key(name) {
-        Some(k) => index
-            .binary_search_by_key(&k, |&(k, _)| k)
-            .ok()
-            .map(|at| index[at].1)
-            .filter(|&i| COMMANDS[i].name.len() == name.len()),
-        None => COMMANDS
+    let Some(k) = key(name) else {
+        return COMMANDS
             .iter()
-            .position(|s| s.name.as_bytes().eq_ignore_ascii_case(name)),
+            .position(|s| s.name.as_bytes().eq_ignore_ascii_case(name));
+    };
+    let mut at = slot(k);
+    loop {
+        match table[at] {
+            (_, usize::MAX) => return None,
+            (kk, i) if kk == k => return (COMMANDS[i].name.len() == name.len()).then_some(i),
+            _ => at = (at + 1) % SLOTS,
+        }
     }
 }
 
