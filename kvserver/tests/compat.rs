@@ -1135,8 +1135,17 @@ async fn resp3_replies_are_byte_for_byte_redis() {
         &["LPOP", "nokey", "2"],
         &["LINDEX", "l", "5"],
         &["LRANGE", "l", "0", "-1"],
+        &["MULTI"],
+        &["SET", "k", "in-multi"],
+        &["RESET"],
+        &["EXEC"],
+        &["GET", "k"],
+        &["GET", "nokey"],
+        &["CLIENT", "GETNAME"],
+        &["HELLO", "3"],
         &["HELLO", "2", "AUTH", "default", "x"],
         &["GET", "nokey"],
+        &["CONFIG", "GET_XX"],
     ];
     let mut bad = Vec::new();
     let mut conns = Vec::new();

@@ -318,6 +318,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("randomkey", 1, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(1)", true, "Return a random key from the keyspace"),
     spec!("rename", 3, ["write"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key"),
     spec!("renamenx", 3, ["write", "fast"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key, only if the new key does not exist"),
+    spec!("reset", 1, ["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0, "connection", "6.2.0", "O(1)", false, "Reset the connection"),
     spec!("rpop", -2, ["write", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements popped", true, "Remove and return elements from the tail of a list"),
     spec!("rpush", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements pushed", true, "Insert elements at the tail of a list"),
     spec!("sadd", -3, ["write", "denyoom", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members added", true, "Add members to a set"),

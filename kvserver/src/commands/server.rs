@@ -32,6 +32,15 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         },
         b"ECHO" => resp::bulk(out, &args[1]),
         b"HELLO" => hello(client, &args, out),
+        b"RESET" => {
+            // The connection's state back to a new one's: no transaction, no watches, no
+            // name, RESP2 (the library name and version stay, as in Redis).
+            super::tx::discard(shared, client);
+            client.set_name(b"");
+            resp::set_protocol(2);
+            client.resp.store(2, Ordering::Relaxed);
+            resp::simple(out, "RESET");
+        }
         b"QUIT" => {
             resp::ok(out);
             return Flow::Close;
@@ -154,7 +163,11 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
             resp::ok(out)
         }
         b"GET" | b"SET" => wrong_sub_args(out, args),
-        _ => resp::error(out, "ERR only CONFIG GET and CONFIG SET are supported"),
+        b"RESETSTAT" | b"REWRITE" => resp::error(
+            out,
+            "ERR only CONFIG GET and CONFIG SET are supported by this server",
+        ),
+        _ => unknown_subcommand(out, args),
     }
 }
 

@@ -158,6 +158,12 @@ pub(super) async fn execute_tx<L: ShardLock<Shard>>(
     }
 }
 
+/// Leaves `MULTI` if in it and forgets the watches (`RESET`).
+pub(super) fn discard<L>(shared: &Shared<L>, client: &ClientInfo) {
+    end_multi(client);
+    unwatch(shared, client);
+}
+
 /// Leaves `MULTI`: returns the queue and whether a command was refused while queueing.
 fn end_multi(client: &ClientInfo) -> (Vec<Args>, bool) {
     let mut tx = client.tx.lock().unwrap_or_else(|e| e.into_inner());
