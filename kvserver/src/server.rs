@@ -161,6 +161,7 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         next_client_id: AtomicU64::new(1),
         shutdown_requested: tokio::sync::Notify::new(),
         watches: Default::default(),
+        raw_strings: Default::default(),
     });
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(serve(shared, listener, rx));
@@ -438,12 +439,17 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                 self.parse_pending = true;
                 break;
             }
+            let request_start = pos;
             match self.parser.next(&self.inbuf, &mut pos) {
                 Ok(Some(args)) => {
                     executed += 1;
                     if batch.out.capacity() == 0 {
                         batch.out.reserve(OUT_FIRST); // not grown reply by reply
                     }
+                    // As Redis shows it while a command runs: the query buffer still holds it.
+                    self.info
+                        .in_bytes
+                        .store(self.inbuf.len() - request_start, Ordering::Relaxed);
                     let start = batch.out.len();
                     let mut seq = 0;
                     let flow =

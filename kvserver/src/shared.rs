@@ -119,6 +119,54 @@ pub struct Shared<L> {
     pub(crate) watches: Watches,
     /// The settings `CONFIG SET` can change (see [`Settings`]).
     pub settings: Settings,
+    /// Strings Redis would hold `raw` (see [`RawStrings`]).
+    pub raw_strings: RawStrings,
+}
+
+/// The keys whose last write was an in-place change of a string (`APPEND`, `SETRANGE`,
+/// `SETBIT`), which Redis keeps in its `raw` encoding whatever the content (so `OBJECT
+/// ENCODING` says `raw` for them, as Redis does, until another write to the key). At most
+/// [`RawStrings::MAX`] keys are remembered; writes look here only while it is not empty.
+#[derive(Default)]
+pub struct RawStrings {
+    count: AtomicUsize,
+    set: std::sync::Mutex<std::collections::HashSet<Vec<u8>>>,
+}
+
+impl RawStrings {
+    pub const MAX: usize = 10_000;
+
+    pub fn mark(&self, key: &[u8]) {
+        let mut s = self.set.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() < Self::MAX {
+            s.insert(key.to_vec());
+            self.count.store(s.len(), Ordering::Release);
+        }
+    }
+
+    /// Forgets `keys` (written otherwise); all of them with `None` (`FLUSHALL`).
+    pub fn forget<'k>(&self, keys: Option<impl Iterator<Item = &'k [u8]>>) {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut s = self.set.lock().unwrap_or_else(|e| e.into_inner());
+        match keys {
+            Some(keys) => keys.for_each(|k| {
+                s.remove(k);
+            }),
+            None => s.clear(),
+        }
+        self.count.store(s.len(), Ordering::Release);
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.count.load(Ordering::Acquire) != 0
+            && self
+                .set
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(key)
+    }
 }
 
 /// The settings `CONFIG SET` changes at run time: `timeout` (for connections made from then

@@ -232,6 +232,11 @@ async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
                 .await;
             match (enc, &sub[..]) {
                 (None, _) => resp::null(out),
+                (Some("int" | "embstr"), b"ENCODING")
+                    if shared.raw_strings.contains(&args[2]) =>
+                {
+                    resp::bulk(out, b"raw")
+                }
                 (Some(e), b"ENCODING") => resp::bulk(out, e.as_bytes()),
                 (Some(_), b"REFCOUNT") => resp::integer(out, 1),
                 (Some(_), b"FREQ") => resp::error(

@@ -116,8 +116,16 @@ pub async fn execute<L: ShardLock<Shard>>(
     if spec.data {
         *seq = READ;
     }
-    if shared.watches.any() && spec.flags.contains(&"write") {
-        tx::touch(shared, spec, &args).await;
+    let write = spec.flags.contains(&"write");
+    if write {
+        if shared.watches.any() {
+            tx::touch(shared, spec, &args).await;
+        }
+        match name {
+            b"APPEND" | b"SETRANGE" | b"SETBIT" => shared.raw_strings.mark(&args[1]),
+            b"FLUSHALL" | b"FLUSHDB" => shared.raw_strings.forget(None::<std::iter::Empty<&[u8]>>),
+            _ => shared.raw_strings.forget(Some(tx::keys_of(spec, &args))),
+        }
     }
     match spec.group {
         "transactions" => {
