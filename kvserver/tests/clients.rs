@@ -37,6 +37,20 @@ impl Raw {
         );
     }
 
+    /// One line, without its CRLF.
+    async fn line(&mut self) -> String {
+        let mut text = Vec::new();
+        loop {
+            let b = self.read(1).await[0];
+            if b == b'\r' {
+                break;
+            }
+            text.push(b);
+        }
+        self.read(1).await;
+        String::from_utf8(text).unwrap()
+    }
+
     async fn read(&mut self, n: usize) -> Vec<u8> {
         let mut got = vec![0u8; n];
         within("raw reply", self.0.read_exact(&mut got))
@@ -78,18 +92,7 @@ async fn hello_switches_between_resp2_and_resp3() {
     let srv = start(support::config(LockKind::Rwsem, None, Fsync::Everysec)).await;
     let mut c = Raw::open(srv.addr).await;
     c.expect(&req(&["CLIENT", "ID"]), b":").await;
-    let id = {
-        let mut digits = Vec::new();
-        loop {
-            let b = c.read(1).await[0];
-            if b == b'\r' {
-                break;
-            }
-            digits.push(b);
-        }
-        c.read(1).await;
-        String::from_utf8(digits).unwrap().parse::<i64>().unwrap()
-    };
+    let id: i64 = c.line().await.parse().unwrap();
     // RESP2 first: nulls are null bulk strings, maps flat arrays.
     c.expect(&req(&["GET", "nokey"]), b"$-1\r\n").await;
     c.expect(
@@ -165,16 +168,7 @@ async fn hello_switches_between_resp2_and_resp3() {
     c.0.write_all(&req(&["INFO", "server"])).await.unwrap();
     let head = c.read(1).await;
     assert_eq!(head, b"=");
-    let mut len = Vec::new();
-    loop {
-        let b = c.read(1).await[0];
-        if b == b'\r' {
-            break;
-        }
-        len.push(b);
-    }
-    c.read(1).await;
-    let len: usize = String::from_utf8(len).unwrap().parse().unwrap();
+    let len: usize = c.line().await.parse().unwrap();
     let body = c.read(len + 2).await;
     assert!(
         body.starts_with(b"txt:# Server\r\nredis_version:"),

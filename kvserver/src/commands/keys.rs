@@ -156,14 +156,7 @@ async fn expire<L: ShardLock<Shard>>(
 
 /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]`
 async fn scan<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
-    // As Redis reads it (`strtoul`): a negative cursor wraps around (`SCAN -1` is a cursor
-    // past the end: the scan is over).
-    let text = std::str::from_utf8(&args[1]).ok();
-    let Some(cursor) = text.and_then(|s| {
-        s.parse::<u64>()
-            .ok()
-            .or_else(|| s.parse::<i64>().ok().map(|v| v as u64))
-    }) else {
+    let Some(cursor) = parse_cursor(&args[1]) else {
         return resp::error(out, "ERR invalid cursor");
     };
     let mut pattern = None;
@@ -382,6 +375,15 @@ async fn copy<L: ShardLock<Shard>>(
         }
         Ok((Err(e), _)) | Err(e) => resp::error(out, &e),
     }
+}
+
+/// A scan cursor as Redis reads it (`strtoul`): a negative one wraps around (`SCAN -1` is a
+/// cursor past the end: the scan is over).
+fn parse_cursor(a: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(a).ok()?;
+    s.parse::<u64>()
+        .ok()
+        .or_else(|| s.parse::<i64>().ok().map(|v| v as u64))
 }
 
 /// `SSCAN`/`HSCAN`/`ZSCAN key cursor [MATCH pattern] [COUNT n]` (`HSCAN`: `NOVALUES`): every
