@@ -6,7 +6,10 @@
 //! [`DEADLOCK_TIMEOUT`]; the holds of the tests that expect no report last a few
 //! milliseconds, a small fraction of it.
 
+use std::pin::pin;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use async_rwsem::lockdep;
@@ -17,6 +20,7 @@ use tokio::time::sleep;
 mod support;
 use support::assert_idle;
 use support::lockdep::{lock, report_of, setup, silent, DEADLOCK_TIMEOUT};
+use support::probe::{poll_panics, poll_with, probe_waker, Probe};
 
 /// How long the holds of the idioms last: a few ms, far below [`DEADLOCK_TIMEOUT`].
 const HOLD: Duration = Duration::from_millis(5);
@@ -395,4 +399,87 @@ async fn join_branches_ordering_two_locks_then_another_task_reversing_them_is_re
     })
     .await;
     assert!(report.contains("lock order cycle of 2 classes"), "{report}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Foreign code in lockdep's watch: the waiting future's waker (cloned by the watch, woken
+// by the watchdog) may panic.
+
+#[test]
+fn a_waker_clone_that_panics_in_the_watch_leaves_nothing_behind() {
+    setup();
+    let l = lock("watch: clone panics");
+    let probe = Probe::new();
+    let waker = probe_waker(&probe);
+    let mut write = pin!(l.write());
+    let Poll::Ready(guard) = poll_with(write.as_mut(), &waker) else {
+        panic!("an idle lock");
+    };
+    {
+        // One future's read of the lock it writes: a suspect. The raw lock's clone (the
+        // first) queues it; the watch's (the second) panics.
+        probe
+            .panic_clone_at
+            .store(probe.clones.load(SeqCst) + 2, SeqCst);
+        let mut read = pin!(l.read());
+        poll_panics(read.as_mut(), &waker);
+    } // dropped: the cancelled read leaves the queue
+    drop(guard);
+    assert_idle(&l);
+    drop(waker);
+    assert_eq!(
+        Arc::strong_count(&probe),
+        1,
+        "a waker leaked or dropped twice"
+    );
+}
+
+#[test]
+fn a_waker_that_panics_when_the_watchdog_wakes_it_still_gets_its_report() {
+    setup();
+    let l = lock("watch: wake panics");
+    let probe = Probe::new();
+    probe.panic_wake.store(true, SeqCst);
+    let waker = probe_waker(&probe);
+    let mut write = pin!(l.write());
+    let Poll::Ready(guard) = poll_with(write.as_mut(), &waker) else {
+        panic!("an idle lock");
+    };
+    let report = {
+        let mut read = pin!(l.read());
+        assert!(poll_with(read.as_mut(), &waker).is_pending());
+        // The watchdog's wake panics on its thread, is caught there, and the report
+        // waits for the next poll.
+        while probe.wakes() == 0 {
+            std::thread::sleep(DEADLOCK_TIMEOUT / 10);
+        }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = poll_with(read.as_mut(), &waker);
+        }))
+        .map(|()| String::new())
+        .unwrap_or_else(support::lockdep::message)
+    }; // the read, dropped: it leaves the queue, and its waker is not woken
+    assert!(
+        report.contains("deadlock: recursive acquire of one lock"),
+        "{report}"
+    );
+    drop(guard);
+    assert_idle(&l);
+    // The watchdog lives on: the next deadlock is reported too.
+    let l2 = lock("watch: after a panicking wake");
+    let mut write = pin!(l2.write());
+    let Poll::Ready(guard) = poll_with(write.as_mut(), &waker) else {
+        panic!("an idle lock");
+    };
+    probe.panic_wake.store(false, SeqCst);
+    {
+        let mut read = pin!(l2.read());
+        assert!(poll_with(read.as_mut(), &waker).is_pending());
+        while probe.wakes() < 2 {
+            std::thread::sleep(DEADLOCK_TIMEOUT / 10);
+        }
+        poll_panics(read.as_mut(), &waker);
+    }
+    drop(guard);
+    assert_idle(&l2);
 }

@@ -39,110 +39,17 @@
 //! | an acquire (or upgrade) granted past `warn_waited_longer_than` (features `lock_stat` + `tracing`) | the `tracing` subscriber | the guard's token exists (`observe::entered`, `changed`): the unwind releases the lock | `tests/lock_stat.rs`: `a_subscriber_panicking_on_a_waiter_at_its_grant_releases_the_lock` |
 //! | an async acquire completes (feature `tokio`) | tokio's cooperative budget (`coop::poll_proceed`) | the guard exists already: a `Pending` there holds the guard in the future, a panic drops it | `tests/coop.rs`: `every_async_acquire_takes_budget`, `a_task_reading_in_a_loop_lets_its_neighbour_write` |
 use std::future::Future;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::pin::pin;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use async_rwsem::{OwnedRwLockWriteGuard, Policy, RwLock, RwLockUpgradableReadGuard};
 
 mod support;
+use support::probe::{poll_panics, poll_with, probe_waker, Probe};
 use support::{assert_idle, panics};
-
-/// What a [`probe_waker`] does and has done. Each flag makes the matching waker call
-/// panic (after doing its work, for `wake` and `drop`).
-#[derive(Default)]
-struct Probe {
-    panic_clone: AtomicBool,
-    panic_wake: AtomicBool,
-    panic_drop: AtomicBool,
-    /// As `panic_drop`, for the next drop only (a test where other copies of the waker
-    /// are dropped by the unwind, which must not panic again).
-    panic_drop_once: AtomicBool,
-    wakes: AtomicUsize,
-}
-
-impl Probe {
-    fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-
-    fn wakes(&self) -> usize {
-        self.wakes.load(SeqCst)
-    }
-}
-
-/// A waker over `probe` whose calls panic on demand. `Arc::strong_count(probe)` counts
-/// the live clones, so a test can tell that no waker was leaked or dropped twice.
-fn probe_waker(probe: &Arc<Probe>) -> Waker {
-    let data = Arc::into_raw(Arc::clone(probe)).cast::<()>();
-    // SAFETY: `data` is an `Arc<Probe>` turned into a pointer, as the vtable expects.
-    unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) }
-}
-
-static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
-
-/// # Safety
-/// `data` comes from `probe_waker` (an `Arc<Probe>` pointer with a count of its own).
-unsafe fn probe<'a>(data: *const ()) -> &'a Probe {
-    // SAFETY: the caller's contract: the pointer is a live `Arc<Probe>`.
-    unsafe { &*data.cast::<Probe>() }
-}
-
-unsafe fn clone(data: *const ()) -> RawWaker {
-    // SAFETY: vtable contract.
-    if unsafe { probe(data) }.panic_clone.load(SeqCst) {
-        panic!("Waker::clone panics");
-    }
-    // SAFETY: `data` is a live `Arc<Probe>`; the clone owns one more count.
-    unsafe { Arc::increment_strong_count(data.cast::<Probe>()) };
-    RawWaker::new(data, &VTABLE)
-}
-
-unsafe fn wake(data: *const ()) {
-    // SAFETY: vtable contract: `wake` consumes this waker's count.
-    let probe = unsafe { Arc::from_raw(data.cast::<Probe>()) };
-    probe.wakes.fetch_add(1, SeqCst);
-    let panic_wake = probe.panic_wake.load(SeqCst);
-    let panic_drop = probe.panic_drop.load(SeqCst);
-    drop(probe);
-    if panic_wake || panic_drop {
-        panic!("Waker::wake panics");
-    }
-}
-
-unsafe fn wake_by_ref(data: *const ()) {
-    // SAFETY: vtable contract.
-    let probe = unsafe { probe(data) };
-    probe.wakes.fetch_add(1, SeqCst);
-    if probe.panic_wake.load(SeqCst) {
-        panic!("Waker::wake_by_ref panics");
-    }
-}
-
-unsafe fn drop_waker(data: *const ()) {
-    // SAFETY: vtable contract: `drop` consumes this waker's count.
-    let probe = unsafe { Arc::from_raw(data.cast::<Probe>()) };
-    let panic_drop = probe.panic_drop.load(SeqCst) || probe.panic_drop_once.swap(false, SeqCst);
-    drop(probe);
-    if panic_drop {
-        panic!("Waker::drop panics");
-    }
-}
-
-fn poll_with<F: Future>(fut: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
-    fut.poll(&mut Context::from_waker(waker))
-}
-
-/// Polls and expects the poll to panic; the panic is caught.
-fn poll_panics<F: Future>(fut: Pin<&mut F>, waker: &Waker) {
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        let _ = poll_with(fut, waker);
-    }));
-    assert!(result.is_err(), "the poll was expected to panic");
-}
 
 /// Writers queue at once (no spin, no yield) and no handoff: every test is deterministic.
 fn queue_at_once() -> Policy {

@@ -9,6 +9,7 @@ use async_rwsem::RwLock;
 
 #[cfg(all(feature = "lockdep", feature = "tokio"))]
 pub mod lockdep;
+pub mod probe;
 
 /// Is the lock idle: unlocked, nobody queued, no bias or flag left in the count word?
 ///
