@@ -174,7 +174,7 @@
 //! |---|---|---|
 //! | `handoff_timeout` | throughput matters more than the worst wait | a class of tasks (readers, or writers) falls behind; `ZERO` hands the lock to the head at every release, and queued waiters never pass each other |
 //! | `writer_spin` (the cap of the learned budget) | sections are short and never await, and queues are rare | workers are few and busy, or sections await (the learned budget stops most such spins) |
-//! | `writer_yields` | owners are often tasks on the same worker | writers should queue at once |
+//! | `writer_yields` | owners are often writer tasks on the same worker | writers should queue at once (behind readers they always do) |
 //! | `reader_wake_batch` | many readers queue behind writers | a burst of granted readers delays a writer too long |
 //! | `reader_spin` (the cap of the learned budget) | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11); `ZERO` turns it off |
 //! | `strict_order` ([`Policy::fifo`](crate::Policy::fifo)) | code relies on tokio's first-come-first-served order | throughput matters (stealing is off) |

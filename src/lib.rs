@@ -119,8 +119,9 @@
 //!   `default-features = false` an acquire never yields to tokio's scheduler.
 //! - **Order**: arrivals may pass queued waiters until the handoff timeout; tokio serves
 //!   strictly in arrival order, as [`Policy::fifo()`] does (`tests/fifo.rs` runs tokio's
-//!   own `RwLock` tests against it). A writer that finds the lock held spins and yields
-//!   once before it queues, so a `try_read` may still succeed beside it.
+//!   own `RwLock` tests against it). A writer that finds the lock held spins; behind a writer it
+//!   then yields once before it queues (a `try_read` may succeed meanwhile), behind
+//!   readers it queues at once.
 //! - **`downgrade`** grants every queued reader at once when a reader heads the queue, none
 //!   when a writer does (the kernel's `downgrade_write`).
 //! - **`blocking_read` / `blocking_write`** cannot tell that they run inside a runtime (tokio

@@ -337,14 +337,16 @@ fn a_panicking_self_wake_of_a_yielding_writer_holds_nothing() {
     );
     let probe = Probe::new();
     probe.panic_wake.store(true, SeqCst);
-    let r = l.try_read().unwrap();
+    // A writer holds the lock (with readers inside, a writer queues without yielding).
+    let w = l.try_write().unwrap();
     {
         let write = pin!(l.write());
         poll_panics(write, &probe_waker(&probe));
     }
     assert_eq!(probe.wakes(), 1);
-    let r2 = l.try_read().unwrap();
-    drop((r, r2));
+    drop(w);
+    let r = l.try_read().unwrap();
+    drop(r);
     assert_idle(&l);
 }
 

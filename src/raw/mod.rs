@@ -17,8 +17,9 @@
 //!   and are *granted* the lock by a waker, which adds their bias before it wakes them.
 //! - **Writers** ([`write`](mod@write)) CAS `0 -> WRITER_LOCKED`; else one of them at a time spins
 //!   on the count word for the learned budget, past a non-empty queue, and takes a free
-//!   lock unless a handoff is pending; then they yield to the executor a bounded number of
-//!   times, then queue. One that has just queued takes the lock only if it is free at
+//!   lock unless a handoff is pending; then, unless readers own the lock (whom arriving
+//!   readers keep joining), they yield to the executor a bounded number of times; then
+//!   they queue. One that has just queued takes the lock only if it is free at
 //!   that instant and no handoff is pending (the kernel's `rwsem_try_write_lock`). A woken
 //!   writer takes the lock itself under the wait lock; if it is taken, the head asks for
 //!   the handoff and spins for the owner (`head_spin`, the kernel's handoff waiter on
@@ -82,7 +83,8 @@
 //! 1. `RwLock::write`: [`write_fast`](RawRwLock::write_fast), a CAS from 0, fails.
 //! 2. The future's first poll calls [`write_spin`](RawRwLock::write_spin): one spinner at
 //!    a time, the learned budget, stopping at `HANDOFF` or `OWNER_PENDING`.
-//! 3. Then it yields (`writer_yields` times, retrying `write_fast` after each).
+//! 3. With readers inside it queues at once (`yield_in_vain`); behind a writer it yields
+//!    (`writer_yields` times, retrying `write_fast` after each).
 //! 4. [`write_queue`](RawRwLock::write_queue) reads the clock before taking the wait lock,
 //!    links the node, sets `WAITERS | WRITER_QUEUED`, and tries `try_write_lock` once.
 //! 5. The last reader's `unlock_read` finds the lock free with `WAITERS` set and calls

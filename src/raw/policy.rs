@@ -42,7 +42,10 @@ pub struct Policy {
     /// owner is a queued task granted the lock and not yet running.
     pub writer_spin: Duration,
     /// How many times a writer that failed to spin yields to the executor (wakes itself and
-    /// returns `Pending`) and tries again before it queues and sleeps.
+    /// returns `Pending`) and tries again before it queues and sleeps. A writer that finds
+    /// readers inside (or a handoff pending) queues without yielding: readers keep joining
+    /// a reader-owned lock until a writer queues, so a retry could not win, and the yield
+    /// only made the writer wait a turn of the executor's whole run queue.
     pub writer_yields: u32,
     /// How long the head of the wait queue may be passed over before the lock is handed to
     /// it: after this long, the next release grants the head the lock directly, and while

@@ -264,10 +264,11 @@ impl LockFuture<'_> {
                         return done(&mut this.phase);
                     }
                     // A yield buys a retry; with a handoff pending the lock is promised to
-                    // the head (or granted to a task not yet run), so the retry cannot win:
-                    // queue at once. Yielded tasks also sit in the run queue ahead of the
-                    // granted one, which is where 240 writers lost most of their time.
-                    let yields = if lock.handoff_pending() {
+                    // the head (or granted to a task not yet run), and with readers inside
+                    // new readers keep joining them, so the retry cannot win: queue at
+                    // once. Yielded tasks also sit in the run queue ahead of the granted
+                    // one, which is where 240 writers lost most of their time.
+                    let yields = if lock.yield_in_vain() {
                         0
                     } else {
                         lock.policy.writer_yields()

@@ -305,7 +305,8 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for writing, waiting until no reader or writer holds the lock.
     ///
     /// A writer that finds the lock held first spins for a short time (the policy's
-    /// `writer_spin`), then yields to the executor (`writer_yields` times), then queues.
+    /// `writer_spin`), then, if a writer holds it, yields to the executor (`writer_yields`
+    /// times), then queues.
     /// Returns a guard that releases the write lock when dropped. Cancel safe.
     ///
     /// ```

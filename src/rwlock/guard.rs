@@ -149,9 +149,9 @@ impl<T: ?Sized> RwLockReadGuard<'_, T> {
     /// let guard = lock.try_read().unwrap();
     /// assert!(!RwLockReadGuard::writer_waiting(&guard));
     /// let mut writer = spawn(lock.write());
-    /// assert_pending!(writer.poll()); // it spins, then yields once (the default policy)
-    /// assert!(!RwLockReadGuard::writer_waiting(&guard)); // not queued yet
-    /// assert_pending!(writer.poll()); // queued behind the reader
+    /// // It spins, then queues behind the reader at once: a yield could not win while
+    /// // readers own the lock (see `Policy::writer_yields`).
+    /// assert_pending!(writer.poll());
     /// assert!(RwLockReadGuard::writer_waiting(&guard));
     /// RwLockReadGuard::unlock_fair(guard); // hands the writer the lock
     /// *assert_ready!(writer.poll()) += 1;

@@ -153,8 +153,7 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
     /// let guard = Arc::clone(&lock).try_read_owned().unwrap();
     /// let mut writer = spawn(lock.write());
     /// assert!(!OwnedRwLockReadGuard::writer_waiting(&guard));
-    /// assert_pending!(writer.poll()); // it yields once, then queues
-    /// assert_pending!(writer.poll());
+    /// assert_pending!(writer.poll()); // behind a reader it queues at once
     /// assert!(OwnedRwLockReadGuard::writer_waiting(&guard));
     /// ```
     #[inline]

@@ -79,9 +79,9 @@ fn writer_spins_then_yields_then_queues() {
             .writer_spin(Duration::from_micros(1))
             .writer_yields(2),
     );
-    let r = l.try_read().unwrap();
+    let w1 = l.try_write().unwrap();
     let mut w = spawn(l.write());
-    // Spin fails (a reader holds the lock), then the writer yields: it wakes itself.
+    // Spin fails (a writer holds the lock), then the writer yields: it wakes itself.
     assert_pending!(w.poll());
     assert!(w.is_woken());
     assert_eq!(l.raw.queue_len(), 0);
@@ -92,12 +92,57 @@ fn writer_spins_then_yields_then_queues() {
     assert_pending!(w.poll());
     assert!(!w.is_woken());
     assert_eq!(l.raw.queue_len(), 1);
-    assert_eq!(l.raw.count_word(), R | WAITERS);
-    drop(r);
+    assert_eq!(l.raw.count_word(), W | WAITERS);
+    drop(w1);
     assert!(w.is_woken());
     let g = assert_ready!(w.poll());
     assert_eq!(l.raw.count_word(), W);
     drop(g);
+    assert_eq!(l.raw.count_word(), 0);
+}
+
+#[test]
+fn writer_finding_readers_inside_queues_without_yielding() {
+    let _lockdep = lockdep_off();
+    // Yields left, but readers own the lock: arriving readers would keep joining them
+    // until a writer queues (their fast path fails only on `WAITERS`), so a yield cannot
+    // win. The writer queues at its first poll, and readers arriving after it queue
+    // behind it.
+    let l = lock(
+        Policy::new()
+            .writer_spin(Duration::from_micros(1))
+            .writer_yields(2),
+    );
+    let r = l.try_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    assert!(!w.is_woken(), "it yielded instead of queueing");
+    assert_eq!(l.raw.queue_len(), 1);
+    assert_eq!(l.raw.count_word(), R | WAITERS);
+    // A reader arriving now queues; being behind the writer with the lock reader-owned,
+    // it passes it once (the batch of readers that passes a head writer), and the
+    // writer gets the handoff: the next reader waits.
+    let r2 = assert_ready!(spawn(l.read()).poll());
+    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS | HANDOFF);
+    let mut r3 = spawn(l.read());
+    assert_pending!(r3.poll());
+    drop((r, r2));
+    assert!(w.is_woken());
+    let g = assert_ready!(w.poll());
+    assert!(!r3.is_woken());
+    drop(g);
+    assert!(r3.is_woken());
+    drop(assert_ready!(r3.poll()));
+    assert_eq!(l.raw.count_word(), 0);
+
+    // The same under an upgradable reader.
+    let u = l.try_upgradable_read().unwrap();
+    let mut w = spawn(l.write());
+    assert_pending!(w.poll());
+    assert!(!w.is_woken(), "it yielded instead of queueing");
+    assert_eq!(l.raw.queue_len(), 1);
+    drop(u);
+    drop(assert_ready!(w.poll()));
     assert_eq!(l.raw.count_word(), 0);
 }
 
