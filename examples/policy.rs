@@ -1,4 +1,4 @@
-//! Choosing a policy: what the default, a smaller reader batch and the strict order each do
+//! Choosing a policy: what the default, a reader batch of one and the strict order each do
 //! with the same queue.
 //!
 //! Eight tasks queue behind a writer, alternating writer and reader (W0 R1 W2 R3 W4 R5 W6
@@ -126,22 +126,24 @@ fn main() {
         (
             "default",
             Policy::default(),
-            "[R1 R3 R5 R7] [W0] [W2] [W4] [W6]",
+            "[R1 R3] [W0] [R5 R7] [W2] [W4] [W6]",
             "the readers queued behind the head writer W0 can share the lock, so the release \
-             grants them past it in one batch (at most 4 pass a writer) and gives W0 the \
-             handoff: W0 goes next, when they leave, and no one else may take the lock \
-             first. Writers never pass one another. 5 turns instead of fifo's 8: the \
-             readers wait out one writer together instead of one each.",
+             grants the first of them past it in one batch (at most 2 pass a writer) and \
+             gives W0 the handoff: W0 goes next, when they leave, and no one else may take \
+             the lock first. R5 and R7 pass the next head writer, W2, the same way. Writers \
+             never pass one another. 6 turns instead of fifo's 8: readers wait out a writer \
+             in pairs instead of one each, and each head writer is passed once, by at most \
+             two readers.",
         ),
         (
-            "batch 2",
-            Policy::new().reader_wake_batch(2),
-            "[R1 R3] [W0] [R5 R7] [W2] [W4] [W6]",
-            "reader_wake_batch(2): a release grants at most 2 readers, so only R1 and R3 \
-             pass W0; R5 and R7 wait for the next release with a writer at the head (W2) \
-             and pass that one. The readers queued last get in third instead of first, the \
-             writers no sooner: the batch bounds how many tasks one release wakes (the \
-             kernel's 256), not the writers' wait.",
+            "batch 1",
+            Policy::new().reader_wake_batch(1),
+            "[R1] [W0] [R3] [W2] [R5] [W4] [R7] [W6]",
+            "reader_wake_batch(1): a release grants at most 1 reader, so R1 alone passes \
+             W0, R3 passes W2, and so on: 8 turns, as many as fifo's, each reader one \
+             place ahead of the writer it queued behind. The batch bounds how many tasks \
+             one release wakes (the kernel's 256); below 2 it also bounds the readers \
+             that pass a writer.",
         ),
         (
             "fifo",

@@ -91,7 +91,7 @@
 //! since a retry cannot win. A woken head writer that finds the lock taken asks for the
 //! handoff at once and spins for the owner, as the kernel's handoff waiter does, and is
 //! granted the lock at the release. Readers queued behind a head writer pass it once, a
-//! batch of at most four, and the writer gets the handoff: the queue alternates a few
+//! batch of at most two, and the writer gets the handoff: the queue alternates a few
 //! readers and a writer (with every queued reader granted, writers fell to 4% of the
 //! operations of mixed-40-40; with none passing, readers to 9-11%). Under
 //! [`Policy::fifo`](crate::Policy::fifo) (or a zero handoff timeout) none of this applies:

@@ -47,7 +47,7 @@
 //!   for the head before it releases, so that the release grants the head directly.
 //! - **Waking** ([`wake`], the kernel's `rwsem_mark_wake`): a head writer is woken alone
 //!   (or granted the lock directly under handoff), unless readers are queued behind it
-//!   and the lock is free or reader-owned: then at most four of them pass it and it gets
+//!   and the lock is free or reader-owned: then at most two of them pass it and it gets
 //!   the handoff (the queue alternates a few readers and a writer; with every reader
 //!   granted, writers fell to 4% of the operations of mixed-40-40, with none, readers to
 //!   9-11%); a head reader means every queued reader,
@@ -89,7 +89,7 @@
 //!    links the node, sets `WAITERS | WRITER_QUEUED`, and tries `try_write_lock` once.
 //! 5. The last reader's `unlock_read` finds the lock free with `WAITERS` set and calls
 //!    `wake`, then `mark_wake`. The head writer is woken (`wake_writer`), or granted under
-//!    a handoff (`queued_write_lock`, `grant`, `OWNER_PENDING`). Or up to four readers
+//!    a handoff (`queued_write_lock`, `grant`, `OWNER_PENDING`). Or up to two readers
 //!    queued behind it pass it once, and it gets the handoff.
 //! 6. The woken writer's `poll_queued` calls `writer_wait_state` and `try_write_lock`. It
 //!    takes the lock, or, as a head that lost the race, sets `HANDOFF` and spins for the
