@@ -387,6 +387,8 @@ struct Conn<'a, L> {
     front_off: usize,
     queued: usize,
     max_queued: usize,
+    /// The marks of the last batch (empty), kept for their capacity.
+    marks: Vec<Mark>,
     /// Unparsed requests are waiting in `inbuf` for the queue to drain.
     parse_pending: bool,
     reading: Reading,
@@ -405,10 +407,10 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
         limit != 0 && self.queued > limit
     }
 
-    fn new_batch(&self) -> Batch {
+    fn new_batch(&mut self) -> Batch {
         Batch {
             out: Vec::new(),
-            marks: Vec::new(),
+            marks: std::mem::take(&mut self.marks),
             rollbacks: self.shared.store.log().map_or(0, |l| l.rollbacks()),
         }
     }
@@ -441,7 +443,7 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
             }
             let request_start = pos;
             match self.parser.next(&self.inbuf, &mut pos) {
-                Ok(Some(args)) => {
+                Ok(true) => {
                     executed += 1;
                     if batch.out.capacity() == 0 {
                         batch.out.reserve(OUT_FIRST); // not grown reply by reply
@@ -452,6 +454,7 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                         .store(self.inbuf.len() - request_start, Ordering::Relaxed);
                     let start = batch.out.len();
                     let mut seq = 0;
+                    let args = self.parser.args();
                     let flow =
                         commands::execute(shared, self.info, args, &mut batch.out, &mut seq).await;
                     if seq != 0 {
@@ -472,7 +475,7 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                         self.queue(&mut batch).await;
                     }
                 }
-                Ok(None) => break,
+                Ok(false) => break,
                 Err(e) => {
                     shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                     resp::error(&mut batch.out, &format!("ERR {e}"));
@@ -489,6 +492,7 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
             .in_bytes
             .store(self.inbuf.len(), Ordering::Relaxed);
         self.queue(&mut batch).await;
+        self.marks = batch.marks; // cleared by queue; its capacity is kept
         if self.inbuf.is_empty() && self.inbuf.capacity() > 1 << 20 {
             self.inbuf = Vec::with_capacity(READ_CHUNK);
         }
@@ -535,6 +539,7 @@ async fn connection<L: ShardLock<Shard>>(
         front_off: 0,
         queued: 0,
         max_queued: 0,
+        marks: Vec::new(),
         parse_pending: false,
         reading: Reading::Open,
     };

@@ -707,6 +707,13 @@ async fn bad_input_does_not_hurt_others() {
         for t in tasks {
             within("bad input task", t).await.unwrap();
         }
+        // A bulk length line one byte over its limit, from a client that waits for the reply:
+        // the error comes at once (the parser once waited for more bytes forever).
+        let frame = [b"*1\r\n$".to_vec(), vec![b'1'; 33], b"\r\n".to_vec()].concat();
+        assert_eq!(
+            String::from_utf8_lossy(&raw(addr, &frame, false).await),
+            "-ERR Protocol error: line too long\r\n"
+        );
         let written = within("good client", good).await.unwrap();
 
         // The good client's data is all there, and the log replays to the same data.

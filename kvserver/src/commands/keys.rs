@@ -14,7 +14,7 @@ use crate::value::Value;
 pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     name: &[u8],
-    args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) -> Flow {
@@ -45,10 +45,10 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 resp::bulk(out, k);
             }
         }
-        b"SCAN" => scan(shared, &args, out).await,
+        b"SCAN" => scan(shared, args, out).await,
         b"RANDOMKEY" => resp::opt_bulk(out, store.random_key().await.as_deref()),
         b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => {
-            expire(shared, name, &args, out, seq).await
+            expire(shared, name, args, out, seq).await
         }
         b"EXPIRETIME" | b"PEXPIRETIME" => {
             let v = match store.expire_at(&args[1]).await {
@@ -59,9 +59,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             };
             resp::integer(out, v);
         }
-        b"OBJECT" => object(shared, &args, out).await,
-        b"SSCAN" | b"HSCAN" | b"ZSCAN" => scan_members(shared, name, &args, out).await,
-        b"COPY" => copy(shared, &args, out, seq).await,
+        b"OBJECT" => object(shared, args, out).await,
+        b"SSCAN" | b"HSCAN" | b"ZSCAN" => scan_members(shared, name, args, out).await,
+        b"COPY" => copy(shared, args, out, seq).await,
         b"TTL" | b"PTTL" => {
             let ms = store.pttl(&args[1]).await;
             let v = match ms {
@@ -76,7 +76,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             let r = store.persist(&args[1], seq).await;
             reply_int(out, r.map(i64::from));
         }
-        _ => unknown(out, &args),
+        _ => unknown(out, args),
     }
     Flow::Continue
 }

@@ -39,14 +39,17 @@ pub enum Flow {
 const NOT_INT: &str = "ERR value is not an integer or out of range";
 const SYNTAX: &str = "ERR syntax error";
 
-/// Upper-cased command name (names longer than 16 bytes are unknown anyway).
-fn upper(name: &[u8]) -> ([u8; 16], usize) {
-    let mut buf = [0u8; 16];
-    let n = name.len().min(16);
-    for (d, s) in buf.iter_mut().zip(name) {
+/// A command name of up to 16 bytes, upper-cased and zero-padded, read as a number: how
+/// [`spec_index`] finds it (`None`: longer, so unknown).
+fn packed_name(name: &[u8]) -> Option<u128> {
+    let mut b = [0u8; 16];
+    if name.len() > b.len() {
+        return None;
+    }
+    for (d, s) in b.iter_mut().zip(name) {
         *d = s.to_ascii_uppercase();
     }
-    (buf, if name.len() > 16 { 0 } else { n })
+    Some(u128::from_le_bytes(b))
 }
 
 fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
@@ -86,28 +89,29 @@ fn arity_ok(args: &Args, arity: isize) -> bool {
 pub async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     client: &ClientInfo,
-    args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) -> Flow {
-    let (name, len) = upper(&args[0]);
-    let name = &name[..len];
+    let packed = packed_name(&args[0]).unwrap_or(0);
+    let upper = packed.to_le_bytes();
+    let name = &upper[..if packed == 0 { 0 } else { args[0].len() }];
     if client.multi.load(std::sync::atomic::Ordering::Relaxed) != crate::shared::NOT_IN_MULTI
         && !tx::runs_in_multi(name)
     {
-        tx::queue(client, name, args, out);
+        tx::queue(client, name, std::mem::take(args), out);
         return Flow::Continue;
     }
-    let Some(index) = spec_index(name) else {
-        unknown(out, &args);
+    let Some(index) = spec_index_packed(packed, args[0].len()) else {
+        unknown(out, args);
         return Flow::Continue;
     };
     let spec = &COMMANDS[index];
     client.last_cmd.store(
-        command_id(index, &args),
+        command_id(index, args),
         std::sync::atomic::Ordering::Relaxed,
     );
-    if !arity_ok(&args, spec.arity) {
+    if !arity_ok(args, spec.arity) {
         shared.stats.count_command(index, true);
         wrong_args(out, &args[0]);
         return Flow::Continue;
@@ -116,34 +120,93 @@ pub async fn execute<L: ShardLock<Shard>>(
     if spec.data {
         *seq = READ;
     }
-    let write = spec.flags.contains(&"write");
-    if write {
+    if spec.write {
         if shared.watches.any() {
-            tx::touch(shared, spec, &args).await;
+            tx::touch(shared, spec, args).await;
         }
         match name {
             b"APPEND" | b"SETRANGE" | b"SETBIT" => shared.raw_strings.mark(&args[1]),
             b"FLUSHALL" | b"FLUSHDB" => shared.raw_strings.forget(None::<std::iter::Empty<&[u8]>>),
-            _ => shared.raw_strings.forget(Some(tx::keys_of(spec, &args))),
+            _ => shared.raw_strings.forget(Some(tx::keys_of(spec, args))),
         }
     }
-    match spec.group {
-        "transactions" => {
+    match spec.module {
+        Module::Tx => {
             tx::execute_tx(shared, client, name, args, out, seq).await;
             Flow::Continue
         }
-        "string" | "bitmap" => strings::execute(shared, name, args, out, seq).await,
-        "list" => lists::execute(shared, name, args, out, seq).await,
-        // The element scans of every type live with SCAN.
-        _ if matches!(name, b"SSCAN" | b"HSCAN" | b"ZSCAN") => {
-            keys::execute(shared, name, args, out, seq).await
-        }
-        "hash" => hashes::execute(shared, name, args, out, seq).await,
-        "set" => sets::execute(shared, name, args, out, seq).await,
-        "sorted-set" => zsets::execute(shared, name, args, out, seq).await,
-        "generic" => keys::execute(shared, name, args, out, seq).await,
-        _ => server::execute(shared, client, name, args, out, seq).await,
+        Module::Strings => strings::execute(shared, name, args, out, seq).await,
+        Module::Lists => lists::execute(shared, name, args, out, seq).await,
+        Module::Hashes => hashes::execute(shared, name, args, out, seq).await,
+        Module::Sets => sets::execute(shared, name, args, out, seq).await,
+        Module::Zsets => zsets::execute(shared, name, args, out, seq).await,
+        Module::Keys => keys::execute(shared, name, args, out, seq).await,
+        Module::Server => server::execute(shared, client, name, args, out, seq).await,
     }
+}
+
+/// The module a command runs in (by its group; the element scans of every type live with
+/// `SCAN`), known at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Module {
+    Strings,
+    Lists,
+    Hashes,
+    Sets,
+    Zsets,
+    Keys,
+    Tx,
+    Server,
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn has_flag(flags: &[&str], flag: &str) -> bool {
+    let mut i = 0;
+    while i < flags.len() {
+        if str_eq(flags[i], flag) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+const fn module_of(name: &str, group: &str) -> Module {
+    if str_eq(name, "sscan") || str_eq(name, "hscan") || str_eq(name, "zscan") {
+        return Module::Keys;
+    }
+    let groups: [(&str, Module); 8] = [
+        ("transactions", Module::Tx),
+        ("string", Module::Strings),
+        ("bitmap", Module::Strings),
+        ("list", Module::Lists),
+        ("hash", Module::Hashes),
+        ("set", Module::Sets),
+        ("sorted-set", Module::Zsets),
+        ("generic", Module::Keys),
+    ];
+    let mut i = 0;
+    while i < groups.len() {
+        if str_eq(groups[i].0, group) {
+            return groups[i].1;
+        }
+        i += 1;
+    }
+    Module::Server
 }
 
 fn reply_int(out: &mut Vec<u8>, r: Result<i64, String>) {
@@ -236,6 +299,10 @@ pub struct Spec {
     pub complexity: &'static str,
     /// Whether its reply shows stored data (see [`READ`]).
     pub data: bool,
+    /// Whether `flags` has `write`.
+    pub write: bool,
+    /// Where it runs.
+    pub module: Module,
 }
 
 macro_rules! spec {
@@ -252,6 +319,8 @@ macro_rules! spec {
             since: $since,
             complexity: $cx,
             data: $data,
+            write: has_flag(&[$($flag),*], "write"),
+            module: module_of($name, $group),
         }
     };
 }
@@ -372,19 +441,13 @@ fn spec(upper_name: &[u8]) -> Option<&'static Spec> {
 
 /// The index in [`COMMANDS`] of a command name (any case).
 fn spec_index(name: &[u8]) -> Option<usize> {
-    // A name of up to 16 bytes, upper-cased and zero-padded, read as a number, is looked up in
-    // an open-addressing table of those numbers (built once; a probe or two); the length check
-    // tells "GET" from "GET\0".
-    fn key(name: &[u8]) -> Option<u128> {
-        let mut b = [0u8; 16];
-        if name.len() > b.len() {
-            return None;
-        }
-        for (d, s) in b.iter_mut().zip(name) {
-            *d = s.to_ascii_uppercase();
-        }
-        Some(u128::from_le_bytes(b))
-    }
+    spec_index_packed(packed_name(name)?, name.len())
+}
+
+/// The index in [`COMMANDS`] of a command name of `len` bytes given as [`packed_name`]: looked
+/// up in an open-addressing table of the names' packed forms (built once; a probe or two);
+/// the length check tells "GET" from "GET\0".
+fn spec_index_packed(k: u128, len: usize) -> Option<usize> {
     const SLOTS: usize = 512; // a power of two, several times the commands
     fn slot(k: u128) -> usize {
         let x = (k as u64) ^ ((k >> 64) as u64).rotate_left(29);
@@ -394,9 +457,7 @@ fn spec_index(name: &[u8]) -> Option<usize> {
     let table = TABLE.get_or_init(|| {
         let mut t = vec![(0u128, usize::MAX); SLOTS];
         for (i, s) in COMMANDS.iter().enumerate() {
-            let Some(k) = key(s.name.as_bytes()) else {
-                continue;
-            };
+            let k = packed_name(s.name.as_bytes()).expect("command names are short");
             let mut at = slot(k);
             while t[at].1 != usize::MAX {
                 at = (at + 1) % SLOTS;
@@ -405,16 +466,11 @@ fn spec_index(name: &[u8]) -> Option<usize> {
         }
         t
     });
-    let Some(k) = key(name) else {
-        return COMMANDS
-            .iter()
-            .position(|s| s.name.as_bytes().eq_ignore_ascii_case(name));
-    };
     let mut at = slot(k);
     loop {
         match table[at] {
             (_, usize::MAX) => return None,
-            (kk, i) if kk == k => return (COMMANDS[i].name.len() == name.len()).then_some(i),
+            (kk, i) if kk == k => return (COMMANDS[i].name.len() == len).then_some(i),
             _ => at = (at + 1) % SLOTS,
         }
     }

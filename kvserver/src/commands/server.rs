@@ -19,7 +19,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     client: &ClientInfo,
     name: &[u8],
-    args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) -> Flow {
@@ -31,7 +31,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             _ => wrong_args(out, &args[0]),
         },
         b"ECHO" => resp::bulk(out, &args[1]),
-        b"HELLO" => hello(client, &args, out),
+        b"HELLO" => hello(client, args, out),
         b"RESET" => {
             // The connection's state back to a new one's: no transaction, no watches, no
             // name, RESP2 (the library name and version stay, as in Redis).
@@ -50,7 +50,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             Some(_) => resp::error(out, "ERR DB index is out of range"),
             None => resp::error(out, NOT_INT),
         },
-        b"CLIENT" => client_cmd(shared, client, &args, out),
+        b"CLIENT" => client_cmd(shared, client, args, out),
         b"DBSIZE" => resp::integer(out, store.dbsize().await as i64),
         b"FLUSHALL" | b"FLUSHDB" => {
             let mode_ok = args.len() == 1
@@ -67,14 +67,14 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             Ok(_) => resp::ok(out),
             Err(e) => resp::error(out, &e),
         },
-        b"BGSAVE" => bgsave(shared, &args, out),
+        b"BGSAVE" => bgsave(shared, args, out),
         b"LASTSAVE" => resp::integer(out, store.saves.last_save.load(Ordering::Relaxed) as i64),
-        b"SHUTDOWN" => return shutdown(shared, &args, out).await,
+        b"SHUTDOWN" => return shutdown(shared, args, out).await,
         b"INFO" => {
             let text = info(shared, &args[1..]).await;
             resp::verbatim(out, text.as_bytes());
         }
-        b"CONFIG" => config(shared, &args, out),
+        b"CONFIG" => config(shared, args, out),
         b"TIME" => {
             let d = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -83,7 +83,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             resp::bulk(out, d.as_secs().to_string().as_bytes());
             resp::bulk(out, d.subsec_micros().to_string().as_bytes());
         }
-        b"COMMAND" => command(&args, out),
+        b"COMMAND" => command(args, out),
         // There are no functions (nor scripts): FLUSH has nothing to delete, LIST nothing to
         // show. Redis' test suite flushes them before each group of tests.
         b"FUNCTION" => match &args[1].to_ascii_uppercase()[..] {
@@ -97,9 +97,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             }
             b"FLUSH" => resp::error(out, SYNTAX),
             b"LIST" => resp::array_header(out, 0),
-            _ => unknown_subcommand(out, &args),
+            _ => unknown_subcommand(out, args),
         },
-        _ => unknown(out, &args),
+        _ => unknown(out, args),
     }
     Flow::Continue
 }

@@ -16,7 +16,7 @@ use crate::value::{Mutation, Value};
 pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     name: &[u8],
-    mut args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) -> Flow {
@@ -109,7 +109,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .await;
             reply_int(out, r)
         }
-        _ => unknown(out, &args),
+        _ => unknown(out, args),
     }
     Flow::Continue
 }

@@ -14,7 +14,7 @@ use crate::value::Value;
 pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     name: &[u8],
-    args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) -> Flow {
@@ -65,7 +65,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             if args.len() % 2 != 1 {
                 wrong_args(out, &args[0]);
             } else {
-                let mut args = args;
+                let mut args = std::mem::take(args);
                 args.remove(0);
                 reply_ok(out, store.mset(args, false, seq).await.map(|_| ()));
             }
@@ -158,7 +158,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             reply_int(out, r);
         }
         b"LCS" => {
-            let r = lcs_cmd(shared, &args, out).await;
+            let r = lcs_cmd(shared, args, out).await;
             if let Err(e) = r {
                 resp::error(out, &e);
             }
@@ -256,7 +256,6 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 xx: false,
                 get: false,
             };
-            let mut args = args;
             let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
             let r = store.set(key, value, opts, seq).await;
             reply_int(out, r.map(|r| r.stored as i64))
@@ -281,7 +280,6 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 xx: false,
                 get: false,
             };
-            let mut args = args;
             let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[3]));
             let r = store.set(key, value, opts, seq).await;
             reply_ok(out, r.map(|_| ()))
@@ -293,7 +291,6 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 xx: false,
                 get: true,
             };
-            let mut args = args;
             let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
             match store.set(key, value, opts, seq).await {
                 Ok(r) => resp::opt_bulk(out, r.old.as_deref()),
@@ -314,7 +311,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 Err(e) => resp::error(out, &e),
             }
         }
-        b"GETEX" => getex(shared, &args, out, seq).await,
+        b"GETEX" => getex(shared, args, out, seq).await,
         b"MSETNX" => {
             if args.len() % 2 != 1 {
                 wrong_args(out, &args[0]);
@@ -359,7 +356,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 Err(e) => resp::error(out, &e),
             }
         }
-        _ => unknown(out, &args),
+        _ => unknown(out, args),
     }
     Flow::Continue
 }
@@ -373,7 +370,7 @@ const PXAT: u8 = 8;
 /// conflicting ones are a syntax error), then the expiry's value.
 async fn set<L: ShardLock<Shard>>(
     shared: &Shared<L>,
-    args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) {
@@ -430,7 +427,6 @@ async fn set<L: ShardLock<Shard>>(
             _ => return resp::error(out, "ERR invalid expire time in 'set' command"),
         }
     }
-    let mut args = args;
     let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
     match shared.store.set(key, value, opts, seq).await {
         Ok(r) if get => resp::opt_bulk(out, r.old.as_deref()),

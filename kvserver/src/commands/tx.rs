@@ -100,7 +100,7 @@ pub(super) async fn execute_tx<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     client: &ClientInfo,
     name: &[u8],
-    args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) {
@@ -178,7 +178,7 @@ fn end_multi(client: &ClientInfo) -> (Vec<Args>, bool) {
 fn run_one<'a, L: ShardLock<Shard>>(
     shared: &'a Arc<Shared<L>>,
     client: &'a ClientInfo,
-    args: Args,
+    args: &'a mut Args,
     out: &'a mut Vec<u8>,
 ) -> Pin<Box<dyn Future<Output = Flow> + Send + 'a>> {
     Box::pin(async move {
@@ -239,8 +239,8 @@ async fn exec<L: ShardLock<Shard>>(
                 return None;
             }
             let mut replies = Vec::new();
-            for args in queued {
-                run_one(shared, client, args, &mut replies).await;
+            for mut args in queued {
+                run_one(shared, client, &mut args, &mut replies).await;
             }
             Some(replies)
         })

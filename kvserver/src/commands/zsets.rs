@@ -19,13 +19,13 @@ const NAN: &str = "ERR resulting score is not a number (NaN)";
 pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     name: &[u8],
-    args: Args,
+    args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) -> Flow {
     let store = &shared.store;
     match name {
-        b"ZADD" => zadd(shared, &args, out, seq).await,
+        b"ZADD" => zadd(shared, args, out, seq).await,
         b"ZINCRBY" => {
             let Some(incr) = parse_double(&args[2]) else {
                 resp::error(out, NOT_FLOAT);
@@ -110,7 +110,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 Err(e) => resp::error(out, &e),
             }
         }
-        b"ZRANGE" => zrange(shared, &args, out).await,
+        b"ZRANGE" => zrange(shared, args, out).await,
         b"ZSCORE" => {
             let r = store
                 .read(&args[1], |v| {
@@ -134,7 +134,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .await;
             reply_int(out, r)
         }
-        _ => unknown(out, &args),
+        _ => unknown(out, args),
     }
     Flow::Continue
 }
