@@ -75,9 +75,16 @@ struct Slot {
 }
 
 /// One shard's data: what a [`ShardLock`] protects.
-#[derive(Default)]
 pub struct Shard {
-    map: BTreeMap<u64, Slot>,
+    /// The entries by hash, in [`Shard::maps_for`] maps: `maps[j]` holds the hashes of the
+    /// j-th of equal slices of this shard's range of hashes, so the maps one after another
+    /// are in hash order (`SCAN`'s), and each is small (a lookup walks fewer levels).
+    maps: Box<[BTreeMap<u64, Slot>]>,
+    /// This shard's index among `shards` (its range of hashes: those `shard_of` maps to it).
+    index: u64,
+    shards: u64,
+    /// `maps.len()` is `1 << bits`.
+    bits: u32,
     len: usize,
     /// Entries with a deadline.
     volatile: usize,
@@ -90,8 +97,44 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// Shard `index` of `shards`, empty.
+    fn new(index: usize, shards: usize) -> Shard {
+        let bits = Shard::maps_for(shards).trailing_zeros();
+        Shard {
+            maps: (0..1usize << bits).map(|_| BTreeMap::new()).collect(),
+            index: index as u64,
+            shards: shards as u64,
+            bits,
+            len: 0,
+            volatile: 0,
+            deadlines: BinaryHeap::new(),
+            undo: VecDeque::new(),
+        }
+    }
+
+    /// The maps of each of `shards` shards: 256 for up to 4 shards, fewer beyond (about 1024
+    /// in all, at least one each).
+    fn maps_for(shards: usize) -> usize {
+        (1024 / shards.next_power_of_two()).clamp(1, 256)
+    }
+
+    /// The map of hash `h` (one of this shard's): the top bits of its position in the shard's
+    /// range.
+    fn map_index(&self, h: u64) -> usize {
+        (((h.wrapping_mul(self.shards) as u128) << self.bits) >> 64) as usize
+    }
+
+    fn map(&self, h: u64) -> &BTreeMap<u64, Slot> {
+        &self.maps[self.map_index(h)]
+    }
+
+    fn map_mut(&mut self, h: u64) -> &mut BTreeMap<u64, Slot> {
+        let i = self.map_index(h);
+        &mut self.maps[i]
+    }
+
     fn get(&self, h: u64, key: &[u8]) -> Option<&Entry> {
-        let s = self.map.get(&h)?;
+        let s = self.map(h).get(&h)?;
         if &*s.key == key {
             return Some(&s.entry);
         }
@@ -99,7 +142,7 @@ impl Shard {
     }
 
     fn get_mut(&mut self, h: u64, key: &[u8]) -> Option<&mut Entry> {
-        let s = self.map.get_mut(&h)?;
+        let s = self.map_mut(h).get_mut(&h)?;
         if &*s.key == key {
             return Some(&mut s.entry);
         }
@@ -139,7 +182,7 @@ impl Shard {
             self.deadline_changed(h, 0, entry.expire_at);
         }
         self.len += 1;
-        match self.map.entry(h) {
+        match self.map_mut(h).entry(h) {
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(Slot {
                     key,
@@ -212,7 +255,7 @@ impl Shard {
     }
 
     fn remove(&mut self, h: u64, key: &[u8]) -> Option<Entry> {
-        let std::collections::btree_map::Entry::Occupied(mut o) = self.map.entry(h) else {
+        let std::collections::btree_map::Entry::Occupied(mut o) = self.map_mut(h).entry(h) else {
             return None;
         };
         let slot = o.get_mut();
@@ -237,7 +280,7 @@ impl Shard {
 
     fn clear(&mut self) {
         let undo = std::mem::take(&mut self.undo);
-        *self = Shard::default();
+        *self = self.emptied();
         self.undo = undo;
     }
 
@@ -255,9 +298,14 @@ impl Shard {
         }
     }
 
+    /// An empty shard in this one's place (its undo list empty too).
+    fn emptied(&self) -> Shard {
+        Shard::new(self.index as usize, self.shards as usize)
+    }
+
     fn rebuild_deadlines(&mut self) {
         let mut heap = BinaryHeap::with_capacity(self.volatile);
-        for (&h, s) in &self.map {
+        for (&h, s) in self.maps.iter().flatten() {
             for (_, e) in
                 std::iter::once((&s.key, &s.entry)).chain(s.more.iter().map(|(k, e)| (k, e)))
             {
@@ -271,7 +319,14 @@ impl Shard {
 
     /// Every (hash, key, entry), in hash order, from hash `from` on.
     fn iter_from(&self, from: u64) -> impl Iterator<Item = (u64, &[u8], &Entry)> {
-        self.map.range(from..).flat_map(|(&h, s)| {
+        // The map `from` falls in, or all of them or none if it is outside this shard's range.
+        let first = match (((from as u128) * self.shards as u128) >> 64) as u64 {
+            s if s < self.index => 0,
+            s if s > self.index => self.maps.len(),
+            _ => self.map_index(from),
+        };
+        let maps = self.maps[first..].iter();
+        maps.flat_map(move |m| m.range(from..)).flat_map(|(&h, s)| {
             std::iter::once((h, &*s.key, &s.entry))
                 .chain(s.more.iter().map(move |(k, e)| (h, &**k, e)))
         })
@@ -308,7 +363,7 @@ impl Shard {
             match self.deadlines.peek() {
                 Some(&Reverse((t, h))) if t <= now => {
                     self.deadlines.pop();
-                    let expired: Vec<Box<[u8]>> = match self.map.get(&h) {
+                    let expired: Vec<Box<[u8]>> = match self.map(h).get(&h) {
                         Some(s) => std::iter::once((&s.key, &s.entry))
                             .chain(s.more.iter().map(|(k, e)| (k, e)))
                             .filter(|(_, e)| e.expire_at != 0 && e.expire_at <= now)
@@ -522,7 +577,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     ) -> Result<(Self, Option<aof::LoadReport>), String> {
         let nshards = nshards.clamp(1, 4096);
         let hasher = RandomState::new();
-        let mut shards: Vec<Shard> = (0..nshards).map(|_| Shard::default()).collect();
+        let mut shards: Vec<Shard> = (0..nshards).map(|i| Shard::new(i, nshards)).collect();
         let mut report = None;
         let mut log = None;
         if let Some(p) = persistence {
@@ -1472,7 +1527,8 @@ impl<L: ShardLock<Shard>> Store<L> {
         self.log_append(seq, aof::put_flushall, |_, _| {})?;
         let mut undo = Vec::new();
         for (i, g) in guards.iter_mut().enumerate() {
-            let mut old = std::mem::take(&mut **g);
+            let empty = g.emptied();
+            let mut old = std::mem::replace(&mut **g, empty);
             g.undo = std::mem::take(&mut old.undo);
             if self.log.is_some() {
                 undo.push((i, UndoOp::Shard(Box::new(old))));
@@ -1854,6 +1910,54 @@ impl<L: ShardLock<Shard>> Store<L> {
                     undo(&mut guards[slot], op);
                 }
                 Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// A shard's maps, one after another, are in hash order: iterating from any hash gives
+    /// exactly the shard's hashes at or above it, ascending, whatever the number of shards
+    /// (and so of maps per shard), and a start outside the shard's range gives all or none.
+    #[test]
+    fn a_shards_maps_iterate_in_hash_order() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(30);
+        for shards in [1, 3, 4, 5, 64, 4096] {
+            let mut all: Vec<Shard> = (0..shards).map(|i| Shard::new(i, shards)).collect();
+            let mut hashes: Vec<Vec<u64>> = vec![Vec::new(); shards];
+            for n in 0..3000u64 {
+                let h = match n % 3 {
+                    0 => rng.gen(),
+                    1 => rng.gen::<u64>() >> rng.gen_range(0..64),
+                    _ => u64::MAX - (rng.gen::<u64>() >> rng.gen_range(0..64)),
+                };
+                let i = (((h as u128) * shards as u128) >> 64) as usize; // as shard_of
+                let entry = Entry {
+                    value: Value::Str(Vec::new()),
+                    expire_at: 0,
+                };
+                if all[i].insert(h, &n.to_le_bytes(), entry).is_none() {
+                    hashes[i].push(h);
+                }
+            }
+            for (i, shard) in all.iter().enumerate() {
+                let mut want = hashes[i].clone();
+                want.sort_unstable();
+                let mut starts = vec![0, u64::MAX, rng.gen()];
+                starts.extend(
+                    want.iter()
+                        .step_by(97)
+                        .flat_map(|&h| [h, h.wrapping_add(1)]),
+                );
+                for from in starts {
+                    let got: Vec<u64> = shard.iter_from(from).map(|(h, _, _)| h).collect();
+                    let expect: Vec<u64> = want.iter().copied().filter(|&h| h >= from).collect();
+                    assert_eq!(got, expect, "{shards} shards, shard {i}, from {from:#x}");
+                }
             }
         }
     }
