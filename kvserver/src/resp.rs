@@ -251,11 +251,12 @@ impl RequestParser {
     /// when there is one.
     fn put(&mut self, data: &[u8]) {
         if let Some(arg) = self.args.get_mut(self.filled) {
-            if arg.capacity() > SPARE_ARG_BYTES {
-                *arg = Vec::new();
+            if arg.capacity() < data.len() || arg.capacity() > SPARE_ARG_BYTES {
+                *arg = data.to_vec(); // taken by a command, or too small or big to keep
+            } else {
+                arg.clear();
+                arg.extend_from_slice(data);
             }
-            arg.clear();
-            arg.extend_from_slice(data);
         } else {
             let mut arg = self.spare.pop().unwrap_or_default();
             arg.extend_from_slice(data);
