@@ -1232,6 +1232,13 @@ impl Log {
         Ok(p.rewrite_epoch)
     }
 
+    /// Makes the log refuse records from now on, as after a failed fsync (the tests of what
+    /// a refusal undoes; a later successful [`Log::sync`] lifts it).
+    #[cfg(test)]
+    pub(crate) fn refuse_for_test(&self) {
+        self.inner.lock_pending().sync_error = Some("injected by a test".into());
+    }
+
     /// The sequence number of the last record appended so far.
     pub fn last_seq(&self) -> u64 {
         self.inner.appended.load(Ordering::Acquire)

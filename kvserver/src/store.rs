@@ -1919,6 +1919,105 @@ impl<L: ShardLock<Shard>> Store<L> {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+    use std::sync::Arc;
+
+    /// Issue 30: when the log refuses an `EXEC`'s record (it started refusing while the
+    /// transaction's commands ran), every change of the transaction is undone before its
+    /// locks go: a reader waiting for them sees none of it, the transaction gets the log's
+    /// error, and a store reopened on the directory has none of it either.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_transaction_whose_record_the_log_refuses_is_undone_before_its_locks_go() {
+        let dir = std::env::temp_dir().join(format!(
+            "kvserver-txn-refused-{}-{}",
+            std::process::id(),
+            now_ms()
+        ));
+        let persistence = Persistence {
+            dir: dir.clone(),
+            fsync: Fsync::Everysec,
+            io: LogIo::Direct,
+        };
+        let open = || {
+            Store::<lock_adapters::Rwsem<Shard>>::open(4, Some(&persistence))
+                .unwrap()
+                .0
+        };
+        let opts = SetOpts {
+            expiry: Expiry::None,
+            nx: false,
+            xx: false,
+            get: false,
+        };
+        let store = Arc::new(open());
+        let keys: Vec<Vec<u8>> = (0..16).map(|i| format!("k{i}").into_bytes()).collect();
+        let mut seq = 0;
+        for k in &keys {
+            store
+                .set(k.clone(), b"1".to_vec(), opts, &mut seq)
+                .await
+                .unwrap();
+        }
+        store.log().unwrap().wait(seq).await.unwrap();
+        let everything = |store: Arc<Store<lock_adapters::Rwsem<Shard>>>| async move {
+            let mut all = Vec::new();
+            for k in [&b"k0"[..], b"k7", b"k9", b"k15", b"fresh"] {
+                all.push(store.get(k, |v| v.map(<[u8]>::to_vec)).await.unwrap());
+            }
+            (all, store.dbsize().await)
+        };
+        let before = everything(store.clone()).await;
+
+        let mut named: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        named.push(b"fresh");
+        let shards = store.shards_of(named.into_iter());
+        let (running, started) = tokio::sync::oneshot::channel();
+        let reader = tokio::spawn({
+            let store = store.clone();
+            async move {
+                started.await.unwrap();
+                everything(store).await
+            }
+        });
+        let result = store
+            .transaction(&shards, false, async {
+                let mut s = 0;
+                for k in &keys[..8] {
+                    store
+                        .set(k.clone(), b"new".to_vec(), opts, &mut s)
+                        .await
+                        .unwrap();
+                }
+                store
+                    .set(b"fresh".to_vec(), b"x".to_vec(), opts, &mut s)
+                    .await
+                    .unwrap();
+                assert_eq!(store.incr_by(b"k9", 5, &mut s).await, Ok(6));
+                assert_eq!(store.del(&keys[14..], &mut s).await, Ok(2));
+                // A reader queues for the shards; then the log starts refusing.
+                running.send(()).unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                store.log().unwrap().refuse_for_test();
+            })
+            .await;
+        let e = result.unwrap_err();
+        assert!(e.starts_with("MISCONF"), "{e}");
+        assert_eq!(
+            reader.await.unwrap(),
+            before,
+            "a reader waiting for the locks"
+        );
+        assert_eq!(
+            everything(store.clone()).await,
+            before,
+            "after the transaction"
+        );
+
+        drop(store);
+        let store = Arc::new(open());
+        assert_eq!(everything(store.clone()).await, before, "after a reopen");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A shard's maps, one after another, are in hash order: iterating from any hash gives
     /// exactly the shard's hashes at or above it, ascending, whatever the number of shards

@@ -459,6 +459,103 @@ async fn a_write_the_log_refused_is_never_read() {
     }
 }
 
+/// Issue 30: an `EXEC` whose one record the log's `write(2)` refuses. Its client gets the
+/// error for the whole transaction, a reader that reads all along never sees any of its
+/// writes (string overwrites, a new key, a delete, hash fields across the shards), the
+/// keyspace afterwards is what it was before, and so is the keyspace after a restart. (The
+/// other refusal, of the record's append when the log started refusing while the
+/// transaction ran, is undone under the transaction's own locks: `store::tests::
+/// a_transaction_whose_record_the_log_refuses_is_undone_before_its_locks_go`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_the_log_refused_is_never_read() {
+    let tmp = TempDir::new("refused-exec");
+    let Some(shim) = Shim::build(tmp.path()) else {
+        return;
+    };
+    let data = tmp.path().join("data");
+    let srv = ChildServer::start(&data, "everysec", Some(&shim));
+    let mut c = connect(srv.addr).await;
+    let keys: Vec<String> = (0..16).map(|i| format!("t{i}")).collect();
+    for k in &keys {
+        set(&mut c, k, "old").await.unwrap();
+    }
+    let _: i64 = cmd(&mut c, &["HSET", "h", "f", "old"]).await.unwrap();
+    let before = dump_all(&mut c).await.unwrap();
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hammer = tokio::spawn({
+        let (stop, addr, keys) = (stop.clone(), srv.addr, keys.clone());
+        async move {
+            let mut r = connect(addr).await;
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let v: redis::RedisResult<Vec<Option<String>>> =
+                    within("mget", r.mget(&keys)).await;
+                let h: redis::RedisResult<Vec<String>> = cmd(&mut r, &["HGETALL", "h"]).await;
+                let fresh: redis::RedisResult<Option<String>> =
+                    cmd(&mut r, &["GET", "fresh"]).await;
+                let strings = v
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .chain(fresh.ok().flatten());
+                seen.extend(
+                    strings
+                        .chain(h.into_iter().flatten())
+                        .filter(|v| v == "new"),
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            seen
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    shim.set("write-eio");
+    // MULTI, the writes, EXEC, on a raw connection: each reply is one line.
+    let mut commands: Vec<Vec<&str>> = vec![vec!["MULTI"]];
+    commands.extend(keys.iter().map(|k| vec!["SET", k, "new"]));
+    commands.push(vec!["SET", "fresh", "new"]);
+    commands.push(vec!["DEL", "t15"]);
+    commands.push(vec!["HSET", "h", "f", "new", "g", "new"]);
+    commands.push(vec!["EXEC"]);
+    let mut req = String::new();
+    for c in &commands {
+        req += &format!("*{}\r\n", c.len());
+        for a in c {
+            req += &format!("${}\r\n{a}\r\n", a.len());
+        }
+    }
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    while got.iter().filter(|&&b| b == b'\n').count() < commands.len() {
+        let mut buf = [0u8; 4096];
+        let n = within("replies", s.read(&mut buf)).await.unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let got = String::from_utf8(got).unwrap();
+    let exec = got.lines().last().unwrap();
+    assert!(
+        exec.starts_with("-IOERR") && exec.contains("undone"),
+        "EXEC: {exec}"
+    );
+    let after = dump_once_readable(&mut c).await;
+    assert_eq!(after, before, "the keyspace after the refused EXEC");
+    stop.store(true, Ordering::Relaxed);
+    let seen = within("reader", hammer).await.unwrap();
+    assert!(seen.is_empty(), "a concurrent reader saw {seen:?}");
+    shim.set("");
+    drop((c, s));
+    srv.kill9();
+
+    let srv = start(config(LockKind::Tokio, Some(&data), Fsync::Everysec)).await;
+    let mut c = connect(srv.addr).await;
+    assert_eq!(dump_all(&mut c).await.unwrap(), before, "after a restart");
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}
+
 /// Issue 20, defect 4: when the fsync of a batch fails and cutting the batch back off the
 /// file fails too, nobody knows whether the writes are in the log: the reply must say so,
 /// never that the write was not logged.
@@ -785,6 +882,18 @@ async fn dump_all(c: &mut redis::aio::MultiplexedConnection) -> Option<Vec<Strin
     Some(out)
 }
 
+/// [`dump_all`] once reads are served again (they may be refused while an undo runs).
+async fn dump_once_readable(c: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(d) = dump_all(c).await {
+            return d;
+        }
+        assert!(t0.elapsed() < DEADLINE, "reads still refused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Lists, hashes, sets and sorted sets in the log and in the snapshot: the keyspace reads back
 /// the same after a restart that replays the log, after a `SAVE` and a restart from the
 /// snapshot, and after more writes logged on top of that snapshot.
@@ -951,14 +1060,7 @@ async fn every_kind_of_refused_aggregate_write_is_undone() {
     }
     let r = within("pipeline", p.query_async::<redis::Value>(&mut c)).await;
     assert!(r.is_err(), "{r:?}");
-    let t0 = Instant::now();
-    let after = loop {
-        if let Some(s) = dump_all(&mut c).await {
-            break s;
-        }
-        assert!(t0.elapsed() < DEADLINE, "reads still refused");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let after = dump_once_readable(&mut c).await;
     assert_eq!(after, before, "the state after the failed pipeline");
     shim.set("");
     drop(c);
