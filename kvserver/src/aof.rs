@@ -346,6 +346,14 @@ pub fn put_mutate(out: &mut Vec<u8>, key: &[u8], m: &Mutation) {
             r
         }
         Mutation::HDel(fields) => list(r.u8(M_HDEL), fields),
+        // Only an undo, never logged; were it, the same fields and values.
+        Mutation::HInsertAt(items) => {
+            let mut r = r.u8(M_HSET).u32(items.len() as u32);
+            for (_, f, v) in items {
+                r = r.bytes(f).bytes(v);
+            }
+            r
+        }
         Mutation::SAdd(m) => list(r.u8(M_SADD), m),
         Mutation::SRem(m) => list(r.u8(M_SREM), m),
         Mutation::ZAdd(pairs) => {
@@ -444,7 +452,7 @@ impl<'a> Reader<'a> {
             T_LIST => Value::List(self.list()?.into()),
             T_HASH => {
                 let n = self.count(8)?;
-                let mut h = std::collections::HashMap::with_capacity(n);
+                let mut h = crate::value::Hash::with_capacity(n);
                 for _ in 0..n {
                     h.insert(self.owned()?, self.owned()?);
                 }

@@ -9,12 +9,23 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
+/// A hash: its fields in insertion order, as Redis keeps a small (listpack) hash, so that
+/// `HGETALL`, `HKEYS`, `HVALS` and `HSCAN` reply in Redis' order (a field set again keeps its
+/// place; a deleted one leaves the others in order). Past [`ORDERED_HASH_MAX`] fields a
+/// delete moves the last field into the hole instead (Redis' order of such a hash, a
+/// hashtable, is unspecified anyway).
+pub type Hash = indexmap::IndexMap<Vec<u8>, Vec<u8>>;
+
+/// The most fields a hash keeps in insertion order through deletes (far above Redis'
+/// `hash-max-listpack-entries`, 128 by default).
+pub const ORDERED_HASH_MAX: usize = 4096;
+
 /// A key's value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(Vec<u8>),
     List(VecDeque<Vec<u8>>),
-    Hash(HashMap<Vec<u8>, Vec<u8>>),
+    Hash(Hash),
     Set(HashSet<Vec<u8>>),
     ZSet(Box<ZSet>),
 }
@@ -51,7 +62,7 @@ impl Value {
     }
 
     /// The hash; `WRONGTYPE` for the other types.
-    pub fn hash(&self) -> Result<&HashMap<Vec<u8>, Vec<u8>>, String> {
+    pub fn hash(&self) -> Result<&Hash, String> {
         match self {
             Value::Hash(h) => Ok(h),
             _ => Err(WRONGTYPE.into()),
@@ -165,6 +176,9 @@ pub enum Mutation {
     },
     HSet(Vec<(Vec<u8>, Vec<u8>)>),
     HDel(Vec<Vec<u8>>),
+    /// The undo of an `HDel` of an ordered hash: the fields removed, each with the position
+    /// it had when it was removed, in the order removed (put back in reverse). Never logged.
+    HInsertAt(Vec<(usize, Vec<u8>, Vec<u8>)>),
     SAdd(Vec<Vec<u8>>),
     SRem(Vec<Vec<u8>>),
     /// Set each member's score.
@@ -177,7 +191,9 @@ impl Mutation {
     pub fn empty_value(&self) -> Value {
         match self {
             Mutation::Push { .. } | Mutation::Pop { .. } => Value::List(VecDeque::new()),
-            Mutation::HSet(_) | Mutation::HDel(_) => Value::Hash(HashMap::new()),
+            Mutation::HSet(_) | Mutation::HDel(_) | Mutation::HInsertAt(_) => {
+                Value::Hash(Hash::new())
+            }
             Mutation::SAdd(_) | Mutation::SRem(_) => Value::Set(HashSet::new()),
             Mutation::ZAdd(_) | Mutation::ZRem(_) => Value::ZSet(Box::default()),
         }
@@ -227,12 +243,27 @@ pub fn apply(v: &mut Value, m: Mutation) -> Option<Vec<Mutation>> {
             undo.push(Mutation::HSet(back));
             undo.push(Mutation::HDel(gone));
         }
+        (Value::Hash(h), Mutation::HDel(fields)) if h.len() <= ORDERED_HASH_MAX => {
+            let back: Vec<_> = fields
+                .into_iter()
+                .filter_map(|f| h.shift_remove_full(&f))
+                .collect();
+            undo.push(Mutation::HInsertAt(back));
+        }
         (Value::Hash(h), Mutation::HDel(fields)) => {
             let back: Vec<_> = fields
                 .into_iter()
-                .filter_map(|f| h.remove_entry(&f))
+                .filter_map(|f| h.swap_remove_entry(&f))
                 .collect();
             undo.push(Mutation::HSet(back));
+        }
+        (Value::Hash(h), Mutation::HInsertAt(items)) => {
+            let mut fields = Vec::with_capacity(items.len());
+            for (at, f, v) in items.into_iter().rev() {
+                fields.push(f.clone());
+                h.shift_insert(at.min(h.len()), f, v);
+            }
+            undo.push(Mutation::HDel(fields));
         }
         (Value::Set(s), Mutation::SAdd(members)) => {
             let mut added = Vec::new();
@@ -364,9 +395,60 @@ mod tests {
         }
     }
 
+    /// A hash replies its fields in insertion order (a field set again keeps its place, a
+    /// delete keeps the others' order), and undoing a delete puts the fields back where they
+    /// were. (`PartialEq` of a hash ignores the order: compared here field by field.)
+    #[test]
+    fn hashes_keep_insertion_order_and_undo_restores_it() {
+        let pairs = |s: &[(&str, &str)]| -> Vec<(Vec<u8>, Vec<u8>)> {
+            s.iter()
+                .map(|(f, v)| (f.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect()
+        };
+        let order = |v: &Value| -> Vec<(String, String)> {
+            v.hash()
+                .unwrap()
+                .iter()
+                .map(|(f, v)| {
+                    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                    (s(f), s(v))
+                })
+                .collect()
+        };
+        let mut v = Value::Hash(Hash::new());
+        apply(
+            &mut v,
+            Mutation::HSet(pairs(&[("a", "1"), ("b", "2"), ("c", "3")])),
+        )
+        .unwrap();
+        apply(
+            &mut v,
+            Mutation::HSet(pairs(&[("d", "4"), ("b", "5"), ("e", "6")])),
+        )
+        .unwrap();
+        let before = order(&v);
+        assert_eq!(
+            before,
+            pairs_text(&[("a", "1"), ("b", "5"), ("c", "3"), ("d", "4"), ("e", "6")])
+        );
+        let del = |f: &[&str]| Mutation::HDel(f.iter().map(|f| f.as_bytes().to_vec()).collect());
+        let undo = apply(&mut v, del(&["d", "a", "zz", "e"])).unwrap();
+        assert_eq!(order(&v), pairs_text(&[("b", "5"), ("c", "3")]));
+        for m in undo {
+            apply(&mut v, m).unwrap();
+        }
+        assert_eq!(order(&v), before);
+    }
+
+    fn pairs_text(s: &[(&str, &str)]) -> Vec<(String, String)> {
+        s.iter()
+            .map(|(f, v)| (f.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn undo_restores_every_mutation() {
-        let mut h = Value::Hash(HashMap::new());
+        let mut h = Value::Hash(Hash::new());
         apply(&mut h, Mutation::HSet(vec![(b"a".to_vec(), b"1".to_vec())])).unwrap();
         let cases = [
             (
