@@ -7,6 +7,7 @@
 #
 #   kvserver/instructions.sh            # builds the release binary first
 #   BIN=path/to/kvserver kvserver/instructions.sh
+#   REDIS=1 kvserver/instructions.sh    # redis-server the same way (appendonly, everysec)
 #
 # Knobs (environment): BIN, PORT (6399), N (50000), FILL (100000), LOCK (rwsem), KEEP (a
 # directory to copy the SET and GET dumps to, as set.out and get.out, for callgrind_annotate).
@@ -16,7 +17,9 @@ PORT=${PORT:-6399}
 N=${N:-50000}
 FILL=${FILL:-100000}
 LOCK=${LOCK:-rwsem}
-if [ -z "${BIN:-}" ]; then
+if [ -n "${REDIS:-}" ]; then
+    LOCK=redis-server
+elif [ -z "${BIN:-}" ]; then
     cargo build --release -q -p kvserver
     BIN=${CARGO_TARGET_DIR:-target}/release/kvserver
 fi
@@ -33,8 +36,14 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$BIN" --port "$PORT" \
-    --lock "$LOCK" --dir "$work/data" --appendfsync everysec --quiet 2>"$work/valgrind.log" &
+mkdir -p "$work/data"
+if [ -n "${REDIS:-}" ]; then
+    server=(redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly yes
+        --appendfsync everysec --dir "$work/data" --logfile "$work/redis.log")
+else
+    server=("$BIN" --port "$PORT" --lock "$LOCK" --dir "$work/data" --appendfsync everysec --quiet)
+fi
+valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "${server[@]}" 2>"$work/valgrind.log" &
 pid=$!
 for _ in $(seq 600); do
     redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
@@ -59,4 +68,4 @@ bench get "$N"
 callgrind_control -d "$pid" >/dev/null 2>&1
 get_ins=$(last_dump)
 [ -z "${KEEP:-}" ] || cp "$(ls -t "$work"/cg.out.* | head -1)" "$KEEP/get.out"
-python3 -c "print(f'per SET {$set_ins / $N:.0f}  per GET {$get_ins / $N:.0f}  ($N each, lock $LOCK)')"
+python3 -c "print(f'per SET {$set_ins / $N:.0f}  per GET {$get_ins / $N:.0f}  ($N each, $LOCK)')"

@@ -63,20 +63,8 @@ YCSB_BIN=$TARGET_DIR/release/ycsb
 
 # Data on the same disk as the build (not a tmpfs), so that fsync costs what it costs.
 WORK=$(mktemp -d "$TARGET_DIR/kvserver-loadtest.XXXXXX")
-PID=""
-stop_server() {
-    if [ -n "$PID" ]; then
-        kill "$PID" 2>/dev/null || true
-        # graceful shutdown is bounded by the server's --shutdown-timeout; don't wait forever
-        for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$PID" 2>/dev/null || true
-        wait "$PID" 2>/dev/null || true
-        PID=""
-    fi
-}
-cleanup() { stop_server; rm -rf "$WORK"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=kvserver/servers.sh
+. kvserver/servers.sh
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_port() {

@@ -1,8 +1,9 @@
 //! The sharded key-value store: N shards, each a map behind a [`ShardLock`].
 //!
 //! A key's shard comes from a 64-bit SipHash of the key (random seed per process). Inside a
-//! shard, entries are kept in a `BTreeMap` ordered by that hash, which gives `SCAN` a cursor
-//! that survives inserts and deletes (shard index and hash prefix).
+//! shard, entries are kept in `BTreeMap`s ordered by that hash (up to 256 per shard, each a
+//! slice of the shard's range of hashes, in order), which gives `SCAN` a cursor that survives
+//! inserts and deletes (shard index and hash prefix).
 //!
 //! Locking rules:
 //! - single-key reads take one read lock, single-key writes one write lock;
