@@ -1,6 +1,6 @@
-//! `kvserver`: a small Redis-protocol (RESP2) key-value server whose shard lock can be swapped,
-//! to show `async_rwsem::RwLock` inside a real tokio service and to measure it against
-//! `tokio::sync::RwLock` and `async_lock::RwLock` with unmodified Redis clients.
+//! `kvserver`: a small Redis-protocol (RESP2 and RESP3) key-value server whose shard lock can
+//! be swapped, to show `async_rwsem::RwLock` inside a real tokio service and to measure it
+//! against `tokio::sync::RwLock` and `async_lock::RwLock` with unmodified Redis clients.
 //!
 //! # What it does
 //! - Commands (the table is [`commands::COMMANDS`]; `kvserver/README.md` lists them): strings

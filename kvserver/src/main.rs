@@ -19,20 +19,20 @@ enum YesNo {
 }
 
 /// What `kvserver --help` says first (the server's own words, not its lock's).
-const ABOUT: &str = "kvserver: a Redis-protocol (RESP2) key-value server for strings, with an append-only log \
-(group commit, fsync always|everysec|no), snapshots (SAVE, BGSAVE) and a shard lock chosen at start \
-(--lock rwsem|tokio|async-lock), the demo database of the async-rwsem lock.";
+const ABOUT: &str = "kvserver: a Redis-protocol (RESP2 and RESP3) key-value server for strings, lists, hashes, \
+sets and sorted sets, with transactions (MULTI/EXEC/WATCH), an append-only log (group commit, fsync \
+always|everysec|no), snapshots (SAVE, BGSAVE) and a shard lock chosen at start (--lock \
+rwsem|tokio|async-lock), the demo database of the async-rwsem lock.";
 
-const LONG_ABOUT: &str = "kvserver: a Redis-protocol (RESP2) key-value server for strings, the demo database of the \
-async-rwsem lock.\n\n\
-Any Redis client works (redis-cli, redis-benchmark, client libraries). Commands: GET, SET (all options), \
-MGET, MSET, MSETNX, DEL, UNLINK, EXISTS, TOUCH, TYPE, APPEND, STRLEN, GETRANGE, SETRANGE, SETNX, SETEX, \
-PSETEX, GETSET, GETDEL, GETEX, INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT, RENAME, RENAMENX, KEYS, SCAN, \
-RANDOMKEY, DBSIZE, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, PERSIST, FLUSHALL, FLUSHDB, SAVE, \
-BGSAVE, LASTSAVE, SHUTDOWN, INFO, CONFIG GET, CLIENT, COMMAND, TIME, SELECT 0, PING, ECHO, QUIT \
-(see kvserver/README.md). Data is kept in --shards maps, each behind the lock chosen by --lock; with \
---appendonly yes every write is logged before its reply, and a write the log refuses is undone before \
-anyone can read it.";
+const LONG_ABOUT: &str = "kvserver: a Redis-protocol (RESP2 and RESP3) key-value server for strings, lists, hashes, \
+sets and sorted sets, the demo database of the async-rwsem lock.\n\n\
+Any Redis client works with its defaults (redis-cli, redis-benchmark, redis-py, the redis crate; HELLO 3 \
+switches a connection to RESP3). Commands: the string, list, hash, set, sorted-set, key, server and \
+connection commands Redis users type, and MULTI, EXEC, DISCARD, WATCH, UNWATCH (the full list, and \
+what differs from Redis: kvserver/README.md). Data is kept in --shards maps, each behind the lock \
+chosen by --lock; a transaction takes the locks of the shards it touches in index order and is one \
+record in the log; with --appendonly yes every write is logged before its reply, and a write the log \
+refuses is undone before anyone can read it.";
 
 #[derive(Parser, Debug)]
 #[command(name = "kvserver", version, about = ABOUT, long_about = LONG_ABOUT)]

@@ -1264,7 +1264,7 @@ fn help_describes_the_server() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(
-        text.starts_with("kvserver: a Redis-protocol (RESP2) key-value server"),
+        text.starts_with("kvserver: a Redis-protocol (RESP2 and RESP3) key-value server"),
         "{text}"
     );
     assert!(text.contains("--client-output-buffer-limit"), "{text}");
