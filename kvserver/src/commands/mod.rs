@@ -1,6 +1,6 @@
 //! Command dispatch: checks a request's name and arity against [`COMMANDS`], then hands it to
-//! the module of its type (as Redis' `t_string.c`, `t_hash.c`, ...): [`strings`], [`lists`],
-//! [`hashes`], [`sets`], [`zsets`], [`keys`] (commands on keys of any type), [`server`]
+//! the module of its type (as Redis' `t_string.c`, `t_hash.c`, ...): `strings`, `lists`,
+//! `hashes`, `sets`, `zsets`, `keys` (commands on keys of any type), `server`
 //! (server and connection commands). Each checks
 //! its arguments, calls the store and encodes the reply. No lock is touched here directly; the
 //! store does that.
