@@ -50,8 +50,8 @@ fn grant_order(policy: Policy) -> Vec<Vec<String>> {
             )
         };
         let mut task = spawn(acquire);
-        // Until it sleeps in the queue: a writer first spins and yields once (it wakes
-        // itself), as it would on a worker thread.
+        // Until it sleeps in the queue: a writer first spins, and behind a writer yields
+        // once (it wakes itself), as it would on a worker thread.
         loop {
             assert!(task.poll().is_pending(), "{name} got a held lock");
             if !task.is_woken() {

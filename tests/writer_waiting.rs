@@ -4,7 +4,7 @@
 //! policy (the claims of `RwLockReadGuard::writer_waiting`'s documentation).
 //!
 //! The futures are polled one step at a time (`tokio-test`). Under the default policy a
-//! writer that finds the lock read-held spins, yields once, and queues at its second poll.
+//! writer that finds the lock read-held spins and queues at its first poll.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,13 +19,14 @@ use tokio_test::{assert_pending, assert_ready};
 mod support;
 use support::assert_idle;
 
-/// Polls a writer of a read-held lock until it is queued: it yields once first.
+/// Polls a writer of a read-held lock until it is queued: it spins, then queues at once
+/// (with readers inside a yield could not win); a second poll leaves it queued.
 fn queue<F: std::future::Future>(writer: &mut Spawn<F>)
 where
     F::Output: std::fmt::Debug,
 {
-    assert_pending!(writer.poll()); // spins, yields
-    assert_pending!(writer.poll()); // queues
+    assert_pending!(writer.poll()); // spins, queues
+    assert_pending!(writer.poll()); // still queued
 }
 
 /// A lock whose head writer is not handed the lock by the clock during a test (its

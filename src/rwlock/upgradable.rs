@@ -319,8 +319,7 @@ impl<T: ?Sized> RwLockUpgradableReadGuard<'_, T> {
     /// let up = lock.try_upgradable_read().unwrap();
     /// let mut writer = spawn(lock.write());
     /// assert!(!RwLockUpgradableReadGuard::writer_waiting(&up));
-    /// assert_pending!(writer.poll()); // it yields once, then queues
-    /// assert_pending!(writer.poll());
+    /// assert_pending!(writer.poll()); // behind a reader it queues at once
     /// assert!(RwLockUpgradableReadGuard::writer_waiting(&up));
     /// ```
     #[inline]
@@ -691,8 +690,7 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
     /// let lock = Arc::new(RwLock::new(0));
     /// let up = Arc::clone(&lock).try_upgradable_read_owned().unwrap();
     /// let mut writer = spawn(lock.write());
-    /// assert_pending!(writer.poll()); // it yields once, then queues
-    /// assert_pending!(writer.poll());
+    /// assert_pending!(writer.poll()); // behind a reader it queues at once
     /// assert!(OwnedRwLockUpgradableReadGuard::writer_waiting(&up));
     /// ```
     #[inline]
