@@ -17,9 +17,9 @@ use super::RawRwLock;
 /// lock). A batch of readers that do not await is as long as a section on each worker,
 /// so a small batch keeps the writers' share: with every queued reader granted at once
 /// (40 in mixed-40-40), writers fell to 4% of the operations; with none passing, readers
-/// to 9-11%. Two rather than four since writers that meet readers queue at once: the
-/// 40+40 writers' p99 wait fell from 2.7-3.2x tokio's to 1.5-2.3x, their share rose from
-/// 20% to 34%, and randomrw-8-8 stayed above tokio's rate (`docs/performance.md`).
+/// to 9-11%. Two rather than four since writers that meet readers queue at once: it
+/// brought the 40+40 writers' tail and share closer to tokio's (`docs/performance.md`,
+/// "Two readers pass a head writer, not four").
 const PASS_WRITER_BATCH: usize = 2;
 
 /// Why [`RawRwLock::mark_wake`] is called (the kernel's `enum rwsem_wake_type`).

@@ -94,9 +94,9 @@ impl RawRwLock {
     /// run since its grant; and when readers own it: arriving readers keep taking it
     /// beside them (its fast path needs `WAITERS` to fail), so only queueing, which sets
     /// `WAITERS`, lets their number fall to zero. A yield there cost the writer a turn of
-    /// the whole run queue: a writer's p99 wait in read-mostly was 1.4-5 ms (tokio's:
-    /// 0.1-0.3 ms), every task ahead of it running up to its whole cooperative budget of
-    /// reads.
+    /// the whole run queue, every task ahead of it running up to its whole cooperative
+    /// budget of reads (the measurement: `docs/performance.md`, "A pending writer and
+    /// later readers").
     #[inline]
     pub(crate) fn yield_in_vain(&self) -> bool {
         let count = self.count.load(Relaxed);
