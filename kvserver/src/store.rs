@@ -1,9 +1,10 @@
 //! The sharded key-value store: N shards, each a map behind a [`ShardLock`].
 //!
 //! A key's shard comes from a 64-bit SipHash of the key (random seed per process). Inside a
-//! shard, entries are kept in `BTreeMap`s ordered by that hash (up to 256 per shard, each a
-//! slice of the shard's range of hashes, in order), which gives `SCAN` a cursor that survives
-//! inserts and deletes (shard index and hash prefix).
+//! shard, entries are kept in hash maps keyed by that hash, each holding one slice of the
+//! shard's range of hashes (extendible hashing: a map that grows past 512 entries splits in
+//! two), so a lookup is one hash-table probe, and the maps walked in order, each sorted, give
+//! `SCAN` a cursor that survives inserts and deletes (shard index and hash prefix).
 //!
 //! Locking rules:
 //! - single-key reads take one read lock, single-key writes one write lock;
@@ -27,8 +28,8 @@
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, BinaryHeap, HashSet, VecDeque};
-use std::hash::{BuildHasher, Hasher};
+use std::collections::{hash_map, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -68,6 +69,27 @@ pub struct Entry {
     pub expire_at: u64,
 }
 
+/// A map from a key's hash to its slot. The hash is already a SipHash of the key, so the
+/// map's hasher only moves its bits: the map's own lookups read the low bits (the bucket)
+/// and the top 7 (the tag), and the keys of one map share their top bits.
+type Map = HashMap<u64, Slot, BuildHasherDefault<HashBits>>;
+
+/// The [`Hasher`] of [`Map`]: the key's hash, rotated (see there).
+#[derive(Default)]
+struct HashBits(u64);
+
+impl Hasher for HashBits {
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(32)
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("a Map's keys are u64 hashes")
+    }
+    fn write_u64(&mut self, h: u64) {
+        self.0 = h;
+    }
+}
+
 /// The keys whose hashes are equal (almost always one).
 struct Slot {
     key: Box<[u8]>,
@@ -77,15 +99,24 @@ struct Slot {
 
 /// One shard's data: what a [`ShardLock`] protects.
 pub struct Shard {
-    /// The entries by hash, in [`Shard::maps_for`] maps: `maps[j]` holds the hashes of the
-    /// j-th of equal slices of this shard's range of hashes, so the maps one after another
-    /// are in hash order (`SCAN`'s), and each is small (a lookup walks fewer levels).
-    maps: Box<[BTreeMap<u64, Slot>]>,
+    /// The entries, in hash maps that each hold one slice of this shard's range of hashes
+    /// (extendible hashing): a map of depth `d` holds the hashes whose position in the range
+    /// ([`Shard::position`]) has some given top `d` bits. A map that grows past
+    /// [`MAP_SPLIT`] entries splits in two by its next bit, so a map stays small whatever the
+    /// shard's size: a split moves one map's entries, and sorting one map by hash (as `SCAN`
+    /// does from its cursor on) is cheap.
+    maps: Vec<(Map, u32)>,
+    /// `dir[p]` is the index in `maps` of the map that holds the hashes whose position has
+    /// top `bits` bits `p`; a map of depth `d` has the `2^(bits - d)` entries of `dir` from
+    /// its prefix shifted left by `bits - d`, so the maps in the order of `dir` are in hash
+    /// order.
+    dir: Vec<u32>,
+    /// `dir.len()` is `1 << bits`; every map's depth is at most `bits`, which is at most
+    /// [`MAX_BITS`].
+    bits: u32,
     /// This shard's index among `shards` (its range of hashes: those `shard_of` maps to it).
     index: u64,
     shards: u64,
-    /// `maps.len()` is `1 << bits`.
-    bits: u32,
     len: usize,
     /// Entries with a deadline.
     volatile: usize,
@@ -97,15 +128,23 @@ pub struct Shard {
     undo: VecDeque<(u64, UndoOp)>,
 }
 
+/// A map of a [`Shard`] that reaches this many hashes splits in two...
+const MAP_SPLIT: usize = 512;
+
+/// ... unless its depth is this: a directory of at most 2^20 entries (4 MiB), reached
+/// after about 2^29 keys in a shard with SipHash's even spread (hashes crowded in one
+/// slice of the range would reach it sooner: beyond it their map only grows).
+const MAX_BITS: u32 = 20;
+
 impl Shard {
     /// Shard `index` of `shards`, empty.
     fn new(index: usize, shards: usize) -> Shard {
-        let bits = Shard::maps_for(shards).trailing_zeros();
         Shard {
-            maps: (0..1usize << bits).map(|_| BTreeMap::new()).collect(),
+            maps: vec![(Map::default(), 0)],
+            dir: vec![0],
+            bits: 0,
             index: index as u64,
             shards: shards as u64,
-            bits,
             len: 0,
             volatile: 0,
             deadlines: BinaryHeap::new(),
@@ -113,25 +152,61 @@ impl Shard {
         }
     }
 
-    /// The maps of each of `shards` shards: 256 for up to 4 shards, fewer beyond (about 1024
-    /// in all, at least one each).
-    fn maps_for(shards: usize) -> usize {
-        (1024 / shards.next_power_of_two()).clamp(1, 256)
+    /// Where hash `h` (one of this shard's) lies in the shard's range, as a 64-bit fraction:
+    /// the low half of `h * shards`, whose high half is the shard (`shard_of`). Ascending
+    /// with `h` inside the shard.
+    fn position(&self, h: u64) -> u64 {
+        h.wrapping_mul(self.shards)
     }
 
-    /// The map of hash `h` (one of this shard's): the top bits of its position in the shard's
-    /// range.
+    /// The top `d` bits of a position.
+    fn prefix(pos: u64, d: u32) -> usize {
+        pos.checked_shr(64 - d).unwrap_or(0) as usize
+    }
+
+    /// The index in `maps` of the map of hash `h` (one of this shard's).
     fn map_index(&self, h: u64) -> usize {
-        (((h.wrapping_mul(self.shards) as u128) << self.bits) >> 64) as usize
+        self.dir[Shard::prefix(self.position(h), self.bits)] as usize
     }
 
-    fn map(&self, h: u64) -> &BTreeMap<u64, Slot> {
-        &self.maps[self.map_index(h)]
+    fn map(&self, h: u64) -> &Map {
+        &self.maps[self.map_index(h)].0
     }
 
-    fn map_mut(&mut self, h: u64) -> &mut BTreeMap<u64, Slot> {
+    fn map_mut(&mut self, h: u64) -> &mut Map {
         let i = self.map_index(h);
-        &mut self.maps[i]
+        &mut self.maps[i].0
+    }
+
+    /// Splits the map of hash `h` if it has grown past [`MAP_SPLIT`]: the hashes whose next
+    /// position bit is 1 move to a new map, which takes the upper half of its `dir` entries
+    /// (the directory doubles first if the map's depth is `bits`).
+    fn split_if_full(&mut self, h: u64) {
+        let m = self.map_index(h);
+        if self.maps[m].0.len() < MAP_SPLIT {
+            return;
+        }
+        let d = self.maps[m].1;
+        if d == MAX_BITS {
+            return;
+        }
+        if d == self.bits {
+            self.dir = self.dir.iter().flat_map(|&i| [i, i]).collect();
+            self.bits += 1;
+        }
+        let new = self.maps.len() as u32;
+        let shards = self.shards;
+        let (stay, go): (Map, Map) = std::mem::take(&mut self.maps[m].0)
+            .into_iter()
+            .partition(|(h, _)| Shard::prefix(h.wrapping_mul(shards), d + 1) & 1 == 0);
+        self.maps[m] = (stay, d + 1);
+        self.maps.push((go, d + 1));
+        // The map's entries of `dir`: its prefix at depth d, shifted to `bits`.
+        let span = 1usize << (self.bits - d);
+        let first = (Shard::prefix(self.position(h), d)) << (self.bits - d);
+        for slot in &mut self.dir[first + span / 2..first + span] {
+            *slot = new;
+        }
     }
 
     fn get(&self, h: u64, key: &[u8]) -> Option<&Entry> {
@@ -184,14 +259,15 @@ impl Shard {
         }
         self.len += 1;
         match self.map_mut(h).entry(h) {
-            std::collections::btree_map::Entry::Vacant(v) => {
+            hash_map::Entry::Vacant(v) => {
                 v.insert(Slot {
                     key,
                     entry,
                     more: Vec::new(),
                 });
+                self.split_if_full(h);
             }
-            std::collections::btree_map::Entry::Occupied(mut o) => {
+            hash_map::Entry::Occupied(mut o) => {
                 o.get_mut().more.push((key, entry));
             }
         }
@@ -256,7 +332,7 @@ impl Shard {
     }
 
     fn remove(&mut self, h: u64, key: &[u8]) -> Option<Entry> {
-        let std::collections::btree_map::Entry::Occupied(mut o) = self.map_mut(h).entry(h) else {
+        let hash_map::Entry::Occupied(mut o) = self.map_mut(h).entry(h) else {
             return None;
         };
         let slot = o.get_mut();
@@ -306,31 +382,54 @@ impl Shard {
 
     fn rebuild_deadlines(&mut self) {
         let mut heap = BinaryHeap::with_capacity(self.volatile);
-        for (&h, s) in self.maps.iter().flatten() {
-            for (_, e) in
-                std::iter::once((&s.key, &s.entry)).chain(s.more.iter().map(|(k, e)| (k, e)))
-            {
-                if e.expire_at != 0 {
-                    heap.push(Reverse((e.expire_at, h)));
-                }
+        for (h, _, e) in self.entries() {
+            if e.expire_at != 0 {
+                heap.push(Reverse((e.expire_at, h)));
             }
         }
         self.deadlines = heap;
     }
 
-    /// Every (hash, key, entry), in hash order, from hash `from` on.
+    /// The (hash, key, entry) of a slot.
+    fn slot_entries(h: u64, s: &Slot) -> impl Iterator<Item = (u64, &[u8], &Entry)> {
+        std::iter::once((h, &*s.key, &s.entry)).chain(s.more.iter().map(move |(k, e)| (h, &**k, e)))
+    }
+
+    /// Every (hash, key, entry), in no particular order.
+    fn entries(&self) -> impl Iterator<Item = (u64, &[u8], &Entry)> {
+        self.maps
+            .iter()
+            .flat_map(|(m, _)| m.iter())
+            .flat_map(|(&h, s)| Shard::slot_entries(h, s))
+    }
+
+    /// Every (hash, key, entry), in hash order, from hash `from` on. Each map is sorted as
+    /// the walk reaches it.
     fn iter_from(&self, from: u64) -> impl Iterator<Item = (u64, &[u8], &Entry)> {
-        // The map `from` falls in, or all of them or none if it is outside this shard's range.
-        let first = match (((from as u128) * self.shards as u128) >> 64) as u64 {
+        // The entry of `dir` `from` falls in, or all of them or none if it is outside this
+        // shard's range.
+        let mut next = match (((from as u128) * self.shards as u128) >> 64) as u64 {
             s if s < self.index => 0,
-            s if s > self.index => self.maps.len(),
-            _ => self.map_index(from),
+            s if s > self.index => self.dir.len(),
+            _ => Shard::prefix(self.position(from), self.bits),
         };
-        let maps = self.maps[first..].iter();
-        maps.flat_map(move |m| m.range(from..)).flat_map(|(&h, s)| {
-            std::iter::once((h, &*s.key, &s.entry))
-                .chain(s.more.iter().map(move |(k, e)| (h, &**k, e)))
+        // The maps from there on, each once: a map of depth d has 2^(bits - d) entries.
+        let maps = std::iter::from_fn(move || {
+            let (m, d) = self.maps.get(*self.dir.get(next)? as usize)?;
+            let shift = self.bits - d;
+            next = ((next >> shift) + 1) << shift;
+            Some(m)
+        });
+        maps.flat_map(move |m| {
+            let mut v: Vec<(u64, &Slot)> = m
+                .iter()
+                .filter(|(&h, _)| h >= from)
+                .map(|(&h, s)| (h, s))
+                .collect();
+            v.sort_unstable_by_key(|&(h, _)| h);
+            v
         })
+        .flat_map(|(h, s)| Shard::slot_entries(h, s))
     }
 
     fn next_deadline(&self) -> Option<u64> {
@@ -946,7 +1045,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         for i in 0..self.locks.len() {
             let g = self.rlock(i).await;
             let mut clock = Clock::new();
-            for (_, k, e) in g.iter_from(0) {
+            for (_, k, e) in g.entries() {
                 if clock.live(e) && (all || glob::matches(pattern, k)) {
                     out.push(k.to_vec());
                 }
@@ -1553,7 +1652,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             let mut clock = Clock::new();
             let mut buf = Vec::new();
             let mut n = 0;
-            for (_, k, e) in g.iter_from(0) {
+            for (_, k, e) in g.entries() {
                 if clock.live(e) {
                     aof::put_value(&mut buf, k, &e.value, e.expire_at);
                     n += 1;
@@ -2022,7 +2121,7 @@ mod tests {
 
     /// A shard's maps, one after another, are in hash order: iterating from any hash gives
     /// exactly the shard's hashes at or above it, ascending, whatever the number of shards
-    /// (and so of maps per shard), and a start outside the shard's range gives all or none.
+    /// (and so of splits), and a start outside the shard's range gives all or none.
     #[test]
     fn a_shards_maps_iterate_in_hash_order() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(30);
@@ -2059,6 +2158,78 @@ mod tests {
                     assert_eq!(got, expect, "{shards} shards, shard {i}, from {from:#x}");
                 }
             }
+        }
+    }
+
+    /// The directory of a shard's maps after many splits, dense and skewed (hashes crowded
+    /// near both ends of the range, which splits the same maps over and over): every map of
+    /// depth d has exactly its 2^(bits - d) aligned entries of `dir`, holds only hashes of
+    /// that prefix and at most `MAP_SPLIT` of them (unless at `MAX_BITS`, which the hashes
+    /// crowded near 0 reach); every key is found, and removals leave
+    /// the rest found.
+    #[test]
+    fn a_shards_maps_split_into_a_consistent_directory() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(31);
+        for shards in [1, 3, 4] {
+            let mut shard = Shard::new(0, shards);
+            let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
+            for n in 0..20_000u64 {
+                let h = match n % 3 {
+                    0 => rng.gen::<u64>() / shards as u64,
+                    1 => (rng.gen::<u64>() >> rng.gen_range(0..64)) / shards as u64,
+                    // The same hash for two keys now and then: a slot's `more`.
+                    _ => keys.last().map_or(0, |k| k.0),
+                };
+                let key = n.to_le_bytes().to_vec();
+                let entry = Entry {
+                    value: Value::Str(key.clone()),
+                    expire_at: 0,
+                };
+                assert!(shard.insert(h, &key, entry).is_none());
+                keys.push((h, key));
+            }
+            let check = |shard: &Shard, keys: &[(u64, Vec<u8>)]| {
+                assert_eq!(shard.dir.len(), 1 << shard.bits);
+                let mut i = 0;
+                while i < shard.dir.len() {
+                    let m = shard.dir[i] as usize;
+                    let (map, d) = &shard.maps[m];
+                    let span = 1usize << (shard.bits - d);
+                    assert_eq!(i % span, 0, "map {m} of depth {d} at {i}");
+                    assert!(shard.dir[i..i + span].iter().all(|&x| x as usize == m));
+                    assert!(map.len() <= MAP_SPLIT || *d == MAX_BITS);
+                    for &h in map.keys() {
+                        assert_eq!(Shard::prefix(shard.position(h), *d), i / span);
+                    }
+                    i += span;
+                }
+                let listed: usize = shard.maps.iter().map(|(m, _)| m.len()).sum();
+                let slots: HashSet<u64> = keys.iter().map(|k| k.0).collect();
+                assert_eq!(listed, slots.len(), "each map listed once in dir");
+                assert_eq!(shard.len, keys.len());
+                for (h, key) in keys {
+                    let e = shard.get(*h, key).expect("every key is found");
+                    assert_eq!(e.value.bytes().unwrap(), &key[..]);
+                }
+                let order: Vec<u64> = shard.iter_from(0).map(|(h, _, _)| h).collect();
+                let mut want: Vec<u64> = keys.iter().map(|k| k.0).collect();
+                want.sort_unstable();
+                assert_eq!(order, want);
+            };
+            assert_eq!(
+                shard.bits, MAX_BITS,
+                "{shards} shards: the crowded hashes reach the cap"
+            );
+            check(&shard, &keys);
+            let mut kept = Vec::new();
+            for (n, (h, key)) in keys.into_iter().enumerate() {
+                if n % 2 == 0 {
+                    assert!(shard.remove(h, &key).is_some());
+                } else {
+                    kept.push((h, key));
+                }
+            }
+            check(&shard, &kept);
         }
     }
 }
