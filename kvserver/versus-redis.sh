@@ -7,9 +7,11 @@
 #
 #   kvserver/versus-redis.sh                # 3 rounds, --lock rwsem, appendfsync everysec
 #   ROUNDS=5 LOCK=tokio kvserver/versus-redis.sh
+#   ARGS="--threads 1" kvserver/versus-redis.sh   # one worker thread, as redis-server's one
 #
 # Knobs (environment): ROUNDS (3), LOCK (rwsem), FSYNC (everysec), N (400000), RANDKEYS
-# (100000), BIN (the kvserver binary; built in release mode if unset).
+# (100000), BIN (the kvserver binary; built in release mode if unset), ARGS (more kvserver
+# arguments, split on spaces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -38,7 +40,8 @@ start() { # kv|redis
         redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly yes \
             --appendfsync "$FSYNC" --dir "$dir" --daemonize no --logfile "$WORK/redis.log" &
     else
-        "$BIN" --port "$PORT" --lock "$LOCK" --dir "$dir" --appendfsync "$FSYNC" --quiet \
+        # shellcheck disable=SC2086 # ARGS is a list of arguments
+        "$BIN" --port "$PORT" --lock "$LOCK" --dir "$dir" --appendfsync "$FSYNC" --quiet ${ARGS:-} \
             2>>"$WORK/kvserver.log" &
     fi
     PID=$!

@@ -92,9 +92,40 @@ impl Hasher for HashBits {
 
 /// The keys whose hashes are equal (almost always one).
 struct Slot {
-    key: Box<[u8]>,
+    key: SlotKey,
     entry: Entry,
     more: Vec<(Box<[u8]>, Entry)>,
+}
+
+/// The first key of a [`Slot`]: up to [`SlotKey::INLINE`] bytes inside the slot itself, so
+/// that a lookup compares them on a cache line it has just read, longer keys on the heap.
+enum SlotKey {
+    Inline(u8, [u8; SlotKey::INLINE]),
+    Heap(Box<[u8]>),
+}
+
+impl SlotKey {
+    const INLINE: usize = 22;
+
+    fn new(key: Box<[u8]>) -> SlotKey {
+        if key.len() <= SlotKey::INLINE {
+            let mut bytes = [0; SlotKey::INLINE];
+            bytes[..key.len()].copy_from_slice(&key);
+            SlotKey::Inline(key.len() as u8, bytes)
+        } else {
+            SlotKey::Heap(key)
+        }
+    }
+}
+
+impl std::ops::Deref for SlotKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            SlotKey::Inline(len, bytes) => &bytes[..*len as usize],
+            SlotKey::Heap(key) => key,
+        }
+    }
 }
 
 /// One shard's data: what a [`ShardLock`] protects.
@@ -261,7 +292,7 @@ impl Shard {
         match self.map_mut(h).entry(h) {
             hash_map::Entry::Vacant(v) => {
                 v.insert(Slot {
-                    key,
+                    key: SlotKey::new(key),
                     entry,
                     more: Vec::new(),
                 });
@@ -341,7 +372,7 @@ impl Shard {
                 o.remove().entry
             } else {
                 let (k, e) = slot.more.swap_remove(0);
-                slot.key = k;
+                slot.key = SlotKey::new(k);
                 std::mem::replace(&mut slot.entry, e)
             }
         } else {
@@ -464,10 +495,9 @@ impl Shard {
                 Some(&Reverse((t, h))) if t <= now => {
                     self.deadlines.pop();
                     let expired: Vec<Box<[u8]>> = match self.map(h).get(&h) {
-                        Some(s) => std::iter::once((&s.key, &s.entry))
-                            .chain(s.more.iter().map(|(k, e)| (k, e)))
-                            .filter(|(_, e)| e.expire_at != 0 && e.expire_at <= now)
-                            .map(|(k, _)| k.clone())
+                        Some(s) => Shard::slot_entries(h, s)
+                            .filter(|(_, _, e)| e.expire_at != 0 && e.expire_at <= now)
+                            .map(|(_, k, _)| k.into())
                             .collect(),
                         None => continue,
                     };
@@ -2165,7 +2195,7 @@ mod tests {
     /// near both ends of the range, which splits the same maps over and over): every map of
     /// depth d has exactly its 2^(bits - d) aligned entries of `dir`, holds only hashes of
     /// that prefix and at most `MAP_SPLIT` of them (unless at `MAX_BITS`, which the hashes
-    /// crowded near 0 reach); every key is found, and removals leave
+    /// crowded near 0 reach); every key is found, short and long, and removals leave
     /// the rest found.
     #[test]
     fn a_shards_maps_split_into_a_consistent_directory() {
@@ -2180,7 +2210,8 @@ mod tests {
                     // The same hash for two keys now and then: a slot's `more`.
                     _ => keys.last().map_or(0, |k| k.0),
                 };
-                let key = n.to_le_bytes().to_vec();
+                // 8 to 32 bytes: kept in the slot up to `SlotKey::INLINE`, on the heap beyond.
+                let key = n.to_le_bytes().repeat(1 + n as usize % 4);
                 let entry = Entry {
                     value: Value::Str(key.clone()),
                     expire_at: 0,
