@@ -11,7 +11,7 @@
 //!   waits.
 //! - **No allocation per wait**: the queue node lives inside the acquire future.
 //! - **Stealing, bounded by a handoff**: arrivals may take the lock ahead of queued
-//!   waiters; when the head waiter has waited past the handoff timeout (500 us by default),
+//!   waiters; when the head waiter has waited past the handoff timeout (250 us by default),
 //!   or was woken and lost the race, only it may take the lock next.
 //! - **Batch wake of readers**: when the head waiter is a reader, every queued reader (up
 //!   to [`MAX_READER_WAKE_BATCH`](crate::MAX_READER_WAKE_BATCH)) is granted in one atomic
@@ -99,7 +99,7 @@
 //!
 //! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
 //! records when it queued; once the head of the queue has waited longer than the policy's
-//! handoff timeout (500 us by default, chosen by measurement; the kernel uses 4 ms),
+//! handoff timeout (250 us by default, chosen by measurement; the kernel uses 4 ms),
 //! or has lost a race after a wake-up, the handoff bit is set and the next release grants
 //! the head the lock directly (a reader head with every queued reader), while every fast
 //! path and every steal fails meanwhile. A guard's `unlock_fair` (`parking_lot`'s name)

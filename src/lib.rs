@@ -84,7 +84,7 @@
 //! # Choosing a policy
 //!
 //! By default arrivals may take a free lock ahead of queued waiters (throughput), and a
-//! waiter that has waited 500 us is handed the lock (fairness). Each lock carries a
+//! waiter that has waited 250 us is handed the lock (fairness). Each lock carries a
 //! [`Policy`] to move that trade-off:
 //!
 //! - [`Policy::new()`]: the default, what [`RwLock::new`] uses.

@@ -11,6 +11,7 @@
 //! cargo run --release -p bench -- --threads 4x      # 4 worker threads per core
 //! cargo run --release -p bench -- --sweep           # async-rwsem policy sweep
 //! cargo run --release -p bench -- --fifo            # async-rwsem under Policy::fifo()
+//! cargo run --release -p bench -- --handoff-timeout 500us   # another handoff timeout
 //! cargo run --release -p bench -- --workload mixed,writers-240 --lock tokio
 //! ```
 //!
@@ -241,6 +242,16 @@ pub struct Cli {
     #[arg(long, conflicts_with = "sweep")]
     pub fifo: bool,
 
+    /// Run async-rwsem with this handoff timeout (e.g. `500us`) instead of the default
+    /// policy's: one side of an A/B of the timeout, the other a run without the flag.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        conflicts_with_all = ["sweep", "fifo"]
+    )]
+    pub handoff_timeout: Option<Duration>,
+
     /// Where to write the JSON results. Default: <out>/results.json (<out>/sweep.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -297,7 +308,10 @@ impl Cli {
 
     /// The async-rwsem policy of a comparison run: `None` for the default.
     pub fn policy(&self) -> Option<sweep::RwsemPolicy> {
-        self.fifo.then(sweep::RwsemPolicy::fifo)
+        match self.handoff_timeout {
+            Some(t) => Some(sweep::RwsemPolicy::default().handoff_timeout(t)),
+            None => self.fifo.then(sweep::RwsemPolicy::fifo),
+        }
     }
 
     /// Worker threads.

@@ -17,12 +17,12 @@ pub const MAX_READER_WAKE_BATCH: usize = 256;
 /// use async_rwsem::{Policy, RwLock};
 ///
 /// // A lock for short sections shared by many writers: spin a little longer, and hand the
-/// // lock to a starving waiter after 250 us instead of the default 500 us.
+/// // lock to a starving waiter after 100 us instead of the default 250 us.
 /// static CONFIG: RwLock<u32> = RwLock::with_policy(
 ///     0,
 ///     Policy::new()
 ///         .writer_spin(Duration::from_micros(20))
-///         .handoff_timeout(Duration::from_micros(250)),
+///         .handoff_timeout(Duration::from_micros(100)),
 /// );
 /// # let _ = &CONFIG;
 /// ```
@@ -99,7 +99,7 @@ impl Policy {
     pub const DEFAULT: Policy = Policy {
         writer_spin: Duration::from_micros(10),
         writer_yields: 1,
-        handoff_timeout: Duration::from_micros(500),
+        handoff_timeout: Duration::from_micros(250),
         reader_wake_batch: MAX_READER_WAKE_BATCH,
         reader_spin: Duration::from_micros(10),
         adaptive_spin: true,
@@ -112,23 +112,25 @@ impl Policy {
 
     /// The default policy: readers and writers spin for a learned budget of at most 10 us
     /// (writers one at a time, past the queue), writers behind a writer then yield once,
-    /// the handoff timeout is 500 us, a wake-up grants up to 256 readers, arrivals may
+    /// the handoff timeout is 250 us, a wake-up grants up to 256 readers, arrivals may
     /// pass the queue (bounded by the handoff).
     ///
     /// The handoff timeout was picked from the policy sweep of the `compare` example
     /// (`cargo run --release -p bench -- --sweep`): 1 ms kept the 240-writer
     /// case fair and the readers of the awaiting 8+8 case above a third of the operations,
     /// where the kernel's 4 ms did not; 500 us then halved the tail wait of 240 writers
-    /// with tiny sections and kept them fair, for a sixth of their throughput. 10 us of
-    /// spin is the kernel's writer figure; one yield measured better than none. The
-    /// figures are in the repository's `docs/performance.md`.
+    /// with tiny sections and kept them fair, for a sixth of their throughput; and once
+    /// writers that meet readers queue at once, 250 us brought that tail within 2x
+    /// tokio's and shortened the mixed writers' by a third, with no loss of throughput
+    /// beyond the noise. 10 us of spin is the kernel's writer figure; one yield measured
+    /// better than none. The figures are in the repository's `docs/performance.md`.
     ///
     /// ```
     /// use std::time::Duration;
     /// use async_rwsem::Policy;
     ///
     /// let p = Policy::new();
-    /// assert_eq!(p.handoff_timeout, Duration::from_micros(500));
+    /// assert_eq!(p.handoff_timeout, Duration::from_micros(250));
     /// assert_eq!(p, Policy::default());
     /// ```
     pub const fn new() -> Self {

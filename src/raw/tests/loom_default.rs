@@ -1,5 +1,5 @@
 //! loom models under the default policy (`Policy::default()`: learned spins, a yield, the
-//! 500 us handoff timeout, readers passing a head writer), in the shapes of the peers' own
+//! 250 us handoff timeout, readers passing a head writer), in the shapes of the peers' own
 //! models of their locks: readers and writers on threads of their own, each driven by
 //! `block_on`, borrowed and owned guards. Run as the other models (`loom_models.rs`).
 //!
