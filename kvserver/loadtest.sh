@@ -75,14 +75,6 @@ pick_port() {
     echo "no free port in 16500-16600" >&2
     exit 1
 }
-wait_ready() {
-    for _ in $(seq 100); do
-        if [ "$(timeout 2 redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; then return 0; fi
-        sleep 0.1
-    done
-    echo "server on port $1 did not come up" >&2
-    return 1
-}
 
 # start TARGET(lock|redis) FSYNC -> sets PORT, PID
 start() {

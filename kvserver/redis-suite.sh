@@ -27,10 +27,7 @@ WORK=$(mktemp -d "$TARGET_DIR/redis-suite.XXXXXX")
 . kvserver/servers.sh
 "$BIN" --port "$PORT" --dir "$WORK" --quiet 2>>"$WORK/kvserver.log" &
 PID=$!
-for _ in $(seq 100); do
-    [ "$(timeout 2 redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ] && break
-    sleep 0.1
-done
+wait_ready "$PORT"
 cd "$REDIS_SRC"
 total_ok=0
 total_err=0

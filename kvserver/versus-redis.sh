@@ -45,12 +45,7 @@ start() { # kv|redis
             2>>"$WORK/kvserver.log" &
     fi
     PID=$!
-    for _ in $(seq 100); do
-        [ "$(timeout 2 redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    echo "server did not come up" >&2
-    exit 1
+    wait_ready "$PORT" || exit 1
 }
 rate() { # test -> requests/s
     timeout 300 redis-benchmark -h 127.0.0.1 -p "$PORT" -t "$1" -P 16 -c 50 -n "$N" \

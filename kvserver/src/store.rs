@@ -107,13 +107,16 @@ enum SlotKey {
 impl SlotKey {
     const INLINE: usize = 22;
 
-    fn new(key: Box<[u8]>) -> SlotKey {
-        if key.len() <= SlotKey::INLINE {
-            let mut bytes = [0; SlotKey::INLINE];
-            bytes[..key.len()].copy_from_slice(&key);
-            SlotKey::Inline(key.len() as u8, bytes)
+    /// `key` kept inline if it is short (then nothing is allocated for it), else moved to
+    /// (or copied onto) the heap.
+    fn new(key: impl AsRef<[u8]> + Into<Box<[u8]>>) -> SlotKey {
+        let bytes = key.as_ref();
+        if bytes.len() <= SlotKey::INLINE {
+            let mut inline = [0; SlotKey::INLINE];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            SlotKey::Inline(bytes.len() as u8, inline)
         } else {
-            SlotKey::Heap(key)
+            SlotKey::Heap(key.into())
         }
     }
 }
@@ -279,12 +282,14 @@ impl Shard {
             self.deadline_changed(h, old.expire_at, new_at);
             return Some(old);
         }
-        self.insert_absent(h, key.into(), entry);
+        self.insert_absent(h, key, entry);
         None
     }
 
     /// Inserts an entry for a key known to be absent (one lookup fewer than [`Shard::insert`]).
-    fn insert_absent(&mut self, h: u64, key: Box<[u8]>, entry: Entry) {
+    /// The key is borrowed or owned: a short one is copied into its slot, a long one moved
+    /// there (or copied, if borrowed).
+    fn insert_absent(&mut self, h: u64, key: impl AsRef<[u8]> + Into<Box<[u8]>>, entry: Entry) {
         if entry.expire_at != 0 {
             self.deadline_changed(h, 0, entry.expire_at);
         }
@@ -299,7 +304,7 @@ impl Shard {
                 self.split_if_full(h);
             }
             hash_map::Entry::Occupied(mut o) => {
-                o.get_mut().more.push((key, entry));
+                o.get_mut().more.push((key.into(), entry));
             }
         }
     }
@@ -1200,7 +1205,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             }
             None if self.log.is_some() => {
-                g.insert_absent(h, key[..].into(), new);
+                g.insert_absent(h, &key[..], new);
                 let key = UndoKey::new(key);
                 self.push_undo_in(
                     g,
@@ -1213,7 +1218,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                     },
                 );
             }
-            None => g.insert_absent(h, key.into_boxed_slice(), new),
+            None => g.insert_absent(h, key, new),
         }
         self.reclaim(g, &mut clock);
         Ok(SetOutcome { stored: true, old })
