@@ -65,6 +65,11 @@
 //! async-rwsem alone over a grid of handoff timeouts and writer spin budgets and writes `sweep.json` and
 //! `sweep.svg` (throughput against fairness).
 //!
+//! After the table come async-rwsem's cells against its goal (module [`goals`]): in every
+//! workload at least tokio's throughput, each class's p99 wait at most 2x tokio's (or under
+//! 10 us), each class at least a third of its fair share. The terminal gets the workloads
+//! that miss it, `results.md` the whole table; `--replot FILE` gives both for an earlier run.
+//!
 //! # Repeated runs
 //!
 //! One run of a case is one sample of a noisy machine. `--repeat N` runs every case N times,
@@ -81,6 +86,7 @@
 
 pub mod chart;
 pub mod data;
+pub mod goals;
 pub mod locks;
 pub mod repeat;
 pub mod report;
@@ -623,6 +629,9 @@ fn compare(cli: &Cli) -> Result<bool, String> {
     let failed = results.iter().any(|r| r.status == Status::Error);
 
     println!("{}", report::table(&results));
+    if let Some(g) = goals::summary(&results, LockKind::AsyncRwsem.name(), threads) {
+        println!("{g}");
+    }
     if timing.duration < Duration::from_secs(1) {
         println!(
             "note: windows under 1 s (--quick) check that the tool and the locks work; the \
@@ -688,8 +697,16 @@ fn draw_charts(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf, PathBuf
     chart::ratio_chart(&ratio, &report.results, &subtitle)?;
     chart::fairness_chart(&fair, &report.results, &subtitle)?;
     let md = out.join("results.md");
-    std::fs::write(&md, report::markdown(report))
-        .map_err(|e| format!("cannot write {}: {e}", md.display()))?;
+    let mut text = report::markdown(report);
+    if let Some(g) = goals::markdown(
+        &report.results,
+        LockKind::AsyncRwsem.name(),
+        report.machine.threads,
+    ) {
+        text.push('\n');
+        text.push_str(&g);
+    }
+    std::fs::write(&md, text).map_err(|e| format!("cannot write {}: {e}", md.display()))?;
     Ok((ratio, fair, md))
 }
 
@@ -709,6 +726,13 @@ fn replot(path: &Path, out: &Path) -> Result<bool, String> {
         }
     };
     println!("{}", report::table(&report.results));
+    if let Some(g) = goals::summary(
+        &report.results,
+        LockKind::AsyncRwsem.name(),
+        report.machine.threads,
+    ) {
+        println!("{g}");
+    }
     let (ratio, fair, md) = draw_charts(&report, out)?;
     eprintln!(
         "wrote {}, {} and {}",
