@@ -167,21 +167,19 @@ fn cell(
 pub fn rows(results: &[CaseResult], lock: &str, threads: usize) -> Vec<Row> {
     let tokio = LockKind::Tokio.name();
     let mut out = Vec::new();
-    for r in results.iter().filter(|r| r.lock == lock) {
-        let (Some(this), Some(base)) = (
-            find(results, &r.workload, lock),
-            find(results, &r.workload, tokio),
-        ) else {
+    for this in results
+        .iter()
+        .filter(|r| r.lock == lock && r.status == Status::Ok)
+    {
+        let (Some(base), Some(ratio)) = (find(results, &this.workload, tokio), this.ratio_to_tokio)
+        else {
             continue;
         };
-        let Some(ratio) = this.ratio_to_tokio else {
-            continue;
-        };
-        let (fair_r, fair_w) = WorkloadId::from_name(&r.workload)
+        let (fair_r, fair_w) = WorkloadId::from_name(&this.workload)
             .map(|id| fair_shares(&Workload::new(id, threads)))
             .unwrap_or((None, None));
         out.push(Row {
-            workload: r.workload.clone(),
+            workload: this.workload.clone(),
             ratio,
             reads: cell(&this.reader, &base.reader, fair_r),
             writes: cell(&this.writer, &base.writer, fair_w),
