@@ -117,6 +117,16 @@ pub struct Row {
 }
 
 impl Row {
+    /// How many cells the row has: the throughput, and per class its p99 and, where the
+    /// workload has two classes, its share.
+    pub fn cells(&self) -> usize {
+        1 + [&self.reads, &self.writes]
+            .into_iter()
+            .flatten()
+            .map(|c| 1 + usize::from(c.fair_part().is_some()))
+            .sum::<usize>()
+    }
+
     /// The cells that miss the goal, each with by how much (empty: the row meets it).
     pub fn misses(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -152,12 +162,13 @@ fn cell(
     fair: Option<f64>,
 ) -> Option<ClassCell> {
     let (this, tokio) = (this.as_ref()?, tokio.as_ref()?);
-    let two_classes = this.share.is_some_and(|s| s < 1.0) || fair.is_some_and(|f| f < 1.0);
+    // A workload of one class has nothing to share.
+    let fair = fair.filter(|&f| f < 1.0);
     Some(ClassCell {
         p99_ns: this.wait_ns.p99,
         tokio_p99_ns: tokio.wait_ns.p99,
-        share: if two_classes { this.share } else { None },
-        fair: if two_classes { fair } else { None },
+        share: fair.and(this.share),
+        fair,
     })
 }
 
@@ -237,18 +248,14 @@ pub fn markdown(results: &[CaseResult], lock: &str, threads: usize) -> Option<St
         "| workload | x tokio | read p99: this / tokio | write p99: this / tokio | reads' share of fair | writes' share of fair | missed |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|");
-    let mut missed = 0;
-    let mut cells = 0;
+    let (mut missed, mut cells, mut rows_missing) = (0, 0, 0);
     for r in &rows {
         let (rp, rs) = class_text(&r.reads);
         let (wp, ws) = class_text(&r.writes);
         let misses = r.misses();
         missed += misses.len();
-        cells += 1 + [&r.reads, &r.writes]
-            .iter()
-            .filter_map(|c| c.as_ref())
-            .map(|c| 1 + usize::from(c.fair_part().is_some()))
-            .sum::<usize>();
+        cells += r.cells();
+        rows_missing += usize::from(!misses.is_empty());
         let _ = writeln!(
             s,
             "| {} | {:.2}{} | {rp} | {wp} | {rs} | {ws} | {} |",
@@ -264,8 +271,7 @@ pub fn markdown(results: &[CaseResult], lock: &str, threads: usize) -> Option<St
     }
     let _ = writeln!(
         s,
-        "\n{missed} of {cells} cells missed, in {} of {} workloads.",
-        rows.iter().filter(|r| !r.misses().is_empty()).count(),
+        "\n{missed} of {cells} cells missed, in {rows_missing} of {} workloads.",
         rows.len()
     );
     Some(s)
@@ -278,7 +284,11 @@ pub fn summary(results: &[CaseResult], lock: &str, threads: usize) -> Option<Str
         return None;
     }
     let mut s = String::new();
-    let missing: Vec<&Row> = rows.iter().filter(|r| !r.misses().is_empty()).collect();
+    let missing: Vec<(&Row, Vec<String>)> = rows
+        .iter()
+        .map(|r| (r, r.misses()))
+        .filter(|(_, m)| !m.is_empty())
+        .collect();
     let _ = writeln!(
         s,
         "{lock} against the goal: {} of {} workloads meet it\n(throughput >= {MIN_RATIO:.1}x \
@@ -288,8 +298,8 @@ pub fn summary(results: &[CaseResult], lock: &str, threads: usize) -> Option<Str
         rows.len(),
         P99_FLOOR_NS / 1000,
     );
-    for r in missing {
-        let _ = writeln!(s, "  {:<18} {}", r.workload, r.misses().join("; "));
+    for (r, misses) in missing {
+        let _ = writeln!(s, "  {:<18} {}", r.workload, misses.join("; "));
     }
     Some(s)
 }
