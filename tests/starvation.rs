@@ -134,9 +134,10 @@ fn queued_reader_is_not_starved_by_spinning_writers() {
 // The never-polled waiter (async-lock issue 91): an acquire polled once, then neither
 // polled nor dropped. tokio's and async-lock's locks hand it their next turn and every
 // other acquirer waits for it forever. Here a queued writer is woken at a release, not
-// granted, until it has waited for the handoff timeout: others pass it meanwhile. Once the
-// timeout is due, the next release hands it the lock (that bounds what a polled waiter
-// loses to arrivals), and then everyone waits until it is polled or dropped.
+// granted, until it has waited for the handoff timeout or been passed `pass_bound` times
+// (one, by default): others pass it meanwhile. Once it is due, the next release hands it
+// the lock (that bounds what a polled waiter loses to arrivals), and then everyone waits
+// until it is polled or dropped.
 
 mod never_polled {
     use super::*;
@@ -146,8 +147,14 @@ mod never_polled {
     #[test]
     fn a_never_polled_writer_does_not_block_the_others_before_its_handoff_is_due() {
         support::lockdep_off();
-        // The default policy, but for a handoff timeout the test cannot reach.
-        let lock = RwLock::with_policy(0u32, Policy::new().handoff_timeout(Duration::MAX / 2));
+        // The default policy, but for a handoff timeout the test cannot reach and no bound
+        // in count on the passing.
+        let lock = RwLock::with_policy(
+            0u32,
+            Policy::new()
+                .handoff_timeout(Duration::MAX / 2)
+                .pass_bound(u32::MAX),
+        );
         let held = lock.try_write().unwrap();
         let mut stuck = spawn(lock.write());
         // Spins (the lock is held), yields once (a future left here holds nothing and is
@@ -176,6 +183,35 @@ mod never_polled {
             "the stuck writer is still queued"
         );
         drop(stuck);
+        assert_idle(&lock);
+    }
+
+    #[test]
+    fn under_the_default_bound_a_never_polled_writer_is_handed_the_lock_after_one_pass() {
+        support::lockdep_off();
+        // The default policy, but for a handoff timeout the test cannot reach.
+        let lock = RwLock::with_policy(0u32, Policy::new().handoff_timeout(Duration::MAX / 2));
+        let held = lock.try_write().unwrap();
+        let mut stuck = spawn(lock.write());
+        assert_pending!(stuck.poll());
+        assert_pending!(stuck.poll());
+        drop(held);
+        assert!(stuck.is_woken(), "woken, not granted");
+        // One reader passes it; the next acquirers wait for the stuck writer.
+        let r1 = assert_ready!(spawn(lock.read()).poll());
+        let mut other = spawn(lock.read());
+        assert_pending!(other.poll());
+        let mut writer = spawn(lock.write());
+        assert_pending!(writer.poll());
+        assert_pending!(writer.poll());
+        drop(r1);
+        // Granted to the stuck writer at the release: it owns the lock unpolled.
+        assert!(lock.try_read().is_err());
+        assert!(!other.is_woken() && !writer.is_woken());
+        drop(stuck);
+        assert!(other.is_woken());
+        drop(assert_ready!(other.poll()));
+        drop(assert_ready!(writer.poll()));
         assert_idle(&lock);
     }
 

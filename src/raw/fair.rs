@@ -14,7 +14,9 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::count::{HANDOFF, WAITERS};
-use super::list::WaiterKind;
+use super::list::{WaitList, WaiterKind};
+use super::stats::lockevent;
+use super::wake::WakeType;
 use super::RawRwLock;
 
 impl RawRwLock {
@@ -40,8 +42,64 @@ impl RawRwLock {
     #[cold]
     fn handoff_to_head(&self) {
         let list = self.wait_lock();
+        self.handoff_to_head_locked(&list);
+    }
+
+    /// [`handoff_to_head`](Self::handoff_to_head) for a caller that holds the wait lock.
+    fn handoff_to_head_locked(&self, list: &WaitList) {
         if !list.is_empty() {
             self.count.fetch_or(HANDOFF, Relaxed);
         }
+    }
+
+    /// The pass bound in force: the policy's, unless handoffs are off (`handoff_timeout`
+    /// `Duration::MAX`), which turns off the bound in count with the one in time.
+    #[inline]
+    fn pass_limit(&self) -> Option<u32> {
+        if self.policy.handoff_never() {
+            None
+        } else {
+            self.policy.pass_bound()
+        }
+    }
+
+    /// The bounded passing (`Policy::pass_bound`): a writer that owns the lock now took it
+    /// past queued waiters (its spin won with `WAITERS` set). Counts the pass; at the bound,
+    /// the head is handed the lock at the caller's release, as an `unlock_fair` would.
+    #[inline]
+    pub(super) fn writer_passed_queue(&self) {
+        if let Some(bound) = self.pass_limit() {
+            if self.spin.passed(bound) {
+                lockevent!(self, pass_bound);
+                self.handoff_to_head();
+            }
+        }
+    }
+
+    /// As [`writer_passed_queue`](Self::writer_passed_queue), for a queued writer that
+    /// took the lock ahead of the head, under the wait lock.
+    pub(super) fn queued_writer_passed(&self, list: &WaitList) {
+        if let Some(bound) = self.pass_limit() {
+            if self.spin.passed(bound) {
+                lockevent!(self, pass_bound);
+                self.handoff_to_head_locked(list);
+            }
+        }
+    }
+
+    /// A reader that owns the lock now took it with waiters queued (a steal, or a spin
+    /// won): grants the queued readers beside it (the kernel's steal does), and if that
+    /// leaves a waiter at the head that it passed (a writer, or readers past the batch),
+    /// counts the pass as [`writer_passed_queue`](Self::writer_passed_queue) does. One
+    /// taking of the wait lock for both. Runs foreign code (the wakers), after the wait
+    /// lock is released.
+    #[cold]
+    pub(super) fn reader_passed_queue(&self) {
+        self.with_wait_list(|list, wakers| {
+            self.mark_wake(list, WakeType::ReadOwned, wakers);
+            if !list.is_empty() {
+                self.queued_writer_passed(list);
+            }
+        });
     }
 }

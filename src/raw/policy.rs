@@ -6,6 +6,10 @@ use std::time::Duration;
 /// The most readers one wake-up grants at once (the kernel's `MAX_READERS_WAKEUP`).
 pub const MAX_READER_WAKE_BATCH: usize = 256;
 
+/// The largest [`Policy::pass_bound`] short of none (`u32::MAX`): larger values are cut to
+/// it.
+const MAX_PASS_BOUND: u32 = 62;
+
 /// How a [`RwLock`](crate::RwLock) trades throughput against fairness.
 ///
 /// Every knob of the algorithm that the kernel hard-codes is a field here, so that a lock
@@ -78,6 +82,18 @@ pub struct Policy {
     /// (stealing is where the throughput comes from, and the handoff bounds its
     /// unfairness); [`Policy::fifo`] turns it on with the rest of a strict order.
     pub strict_order: bool,
+    /// How many times running tasks may pass a non-empty queue between two turns of the
+    /// queue: a pass is a reader that steals the lock (or wins a spin) while a writer
+    /// heads the queue, a writer that wins its spin past queued waiters, or a queued writer
+    /// that takes the lock ahead of the head. At the bound the lock is handed to the head
+    /// at its next release (as at the handoff timeout), so while anyone waits the queue
+    /// gets at least one turn in `pass_bound + 1`, and the head's wait stays near
+    /// `pass_bound + 1` times what a first-come-first-served queue would make it wait.
+    /// The count restarts whenever the queue gets the lock. `0`: nobody passes a non-empty
+    /// queue; `u32::MAX`: no bound in count (the handoff timeout alone bounds the passing).
+    /// Values from 63 to `u32::MAX - 1` are cut to 62. With handoffs off (a
+    /// `handoff_timeout` of `Duration::MAX`) no bound applies but zero's.
+    pub pass_bound: u32,
     /// Dropping a guard that held the lock longer than this emits a `tracing` warning
     /// (features `lock_stat` and `tracing`; see
     /// [`warn_held_longer_than`](Policy::warn_held_longer_than)). `None` (the default):
@@ -104,6 +120,7 @@ impl Policy {
         reader_spin: Duration::from_micros(10),
         adaptive_spin: true,
         strict_order: false,
+        pass_bound: 1,
         #[cfg(all(feature = "lock_stat", feature = "tracing"))]
         warn_held_longer_than: None,
         #[cfg(all(feature = "lock_stat", feature = "tracing"))]
@@ -239,6 +256,23 @@ impl Policy {
             .strict_order(true)
             .handoff_timeout(Duration::ZERO)
             .writer_yields(0)
+            .pass_bound(0)
+    }
+
+    /// Sets [`pass_bound`](Policy#structfield.pass_bound).
+    ///
+    /// ```
+    /// use async_rwsem::Policy;
+    ///
+    /// // Let running tasks pass the queue up to four times between its turns.
+    /// assert_eq!(Policy::new().pass_bound(4).pass_bound, 4);
+    /// // No bound in count: only the handoff timeout bounds the passing.
+    /// assert_eq!(Policy::new().pass_bound(u32::MAX).pass_bound, u32::MAX);
+    /// ```
+    #[must_use]
+    pub const fn pass_bound(mut self, passes: u32) -> Self {
+        self.pass_bound = passes;
+        self.normalized()
     }
 
     /// Sets [`strict_order`](Policy#structfield.strict_order).
@@ -328,6 +362,9 @@ impl Policy {
 
     /// The policy with every field brought into its valid range.
     pub(crate) const fn normalized(mut self) -> Self {
+        if self.pass_bound > MAX_PASS_BOUND && self.pass_bound != u32::MAX {
+            self.pass_bound = MAX_PASS_BOUND;
+        }
         if self.reader_wake_batch == 0 {
             self.reader_wake_batch = 1;
         } else if self.reader_wake_batch > MAX_READER_WAKE_BATCH {
@@ -357,7 +394,8 @@ pub(crate) struct StoredPolicy {
     writer_yields: u16,
     /// `reader_wake_batch - 1`.
     reader_wake_batch: u8,
-    /// [`ADAPTIVE_SPIN`] and [`STRICT_ORDER`].
+    /// [`ADAPTIVE_SPIN`] and [`STRICT_ORDER`] in the low two bits, the pass bound in the
+    /// six above them ([`PASS_UNBOUNDED`] for none).
     flags: u8,
     /// The warning thresholds in nanoseconds, `u64::MAX` for none (features `lock_stat`
     /// and `tracing`).
@@ -371,6 +409,11 @@ pub(crate) struct StoredPolicy {
 const ADAPTIVE_SPIN: u8 = 0b01;
 /// `StoredPolicy::flags`: `Policy::strict_order`.
 const STRICT_ORDER: u8 = 0b10;
+
+/// `StoredPolicy::flags`: shift of the pass bound.
+const PASS_SHIFT: u32 = 2;
+/// The stored pass bound of `u32::MAX` (no bound in count).
+const PASS_UNBOUNDED: u8 = 0b11_1111;
 
 /// `handoff` value of `Duration::MAX` (no handoff).
 const HANDOFF_NEVER: u32 = u32::MAX;
@@ -394,7 +437,12 @@ impl StoredPolicy {
                 ADAPTIVE_SPIN
             } else {
                 0
-            } | if policy.strict_order { STRICT_ORDER } else { 0 },
+            } | if policy.strict_order { STRICT_ORDER } else { 0 }
+                | (if policy.pass_bound == u32::MAX {
+                    PASS_UNBOUNDED
+                } else {
+                    policy.pass_bound as u8
+                }) << PASS_SHIFT,
             #[cfg(all(feature = "lock_stat", feature = "tracing"))]
             warn_held_ns: threshold_ns(policy.warn_held_longer_than),
             #[cfg(all(feature = "lock_stat", feature = "tracing"))]
@@ -412,6 +460,7 @@ impl StoredPolicy {
             reader_spin: self.reader_spin(),
             adaptive_spin: self.adaptive_spin(),
             strict_order: self.strict_order(),
+            pass_bound: self.pass_bound().unwrap_or(u32::MAX),
             #[cfg(all(feature = "lock_stat", feature = "tracing"))]
             warn_held_longer_than: threshold(self.warn_held_ns),
             #[cfg(all(feature = "lock_stat", feature = "tracing"))]
@@ -443,6 +492,21 @@ impl StoredPolicy {
     #[inline]
     pub(crate) fn strict_order(&self) -> bool {
         self.flags & STRICT_ORDER != 0
+    }
+
+    /// The most passes of a non-empty queue between two of its turns; `None`: no bound in
+    /// count.
+    #[inline]
+    pub(crate) fn pass_bound(&self) -> Option<u32> {
+        let bound = self.flags >> PASS_SHIFT;
+        (bound != PASS_UNBOUNDED).then_some(u32::from(bound))
+    }
+
+    /// May running tasks pass a non-empty queue at all? Not under a strict order, nor
+    /// with a pass bound of zero.
+    #[inline]
+    pub(crate) fn may_pass_queue(&self) -> bool {
+        !self.strict_order() && self.flags >> PASS_SHIFT != 0
     }
 
     #[inline]
@@ -561,8 +625,11 @@ mod tests {
                 .handoff_timeout(Duration::MAX)
                 .reader_wake_batch(256)
                 .adaptive_spin(false)
-                .strict_order(true),
+                .strict_order(true)
+                .pass_bound(u32::MAX),
             Policy::fifo(),
+            Policy::new().pass_bound(0),
+            Policy::new().pass_bound(62),
             Policy::new().handoff_timeout(Duration::from_nanos(2_147_483_647)),
             Policy::new().handoff_timeout(Duration::from_secs(60)),
         ];
@@ -608,6 +675,8 @@ mod tests {
         );
         assert_eq!(stored.writer_yields, 65_535);
         assert_eq!(stored.reader_wake_batch, 256);
+        assert_eq!(Policy::new().pass_bound(63).pass_bound, 62);
+        assert_eq!(Policy::new().pass_bound(u32::MAX - 1).pass_bound, 62);
         let most = Duration::from_micros(u64::from((HANDOFF_NEVER & !HANDOFF_MICROS) - 1));
         assert_eq!(stored.handoff_timeout, most);
         assert!(most > Duration::from_secs(35 * 60));

@@ -89,13 +89,15 @@ impl RawRwLock {
         // To keep a stream of readers from starving a waiter, do not steal a lock that
         // readers already own. (Over `max_readers` the lock is reader-owned too.)
         let reader_owned = count & WRITER_LOCKED == 0 && (rcnt > 1 || rcnt > self.max_readers());
-        // Strict order: nobody passes a non-empty queue.
-        let may_pass = count & WAITERS == 0 || !self.policy.strict_order();
+        // Strict order (or a pass bound of zero): nobody passes a non-empty queue.
+        let may_pass = count & WAITERS == 0 || self.policy.may_pass_queue();
         if may_pass && !reader_owned && count & (WRITER_LOCKED | HANDOFF) == 0 {
             lockevent!(self, rlock_steal);
             if rcnt == 1 && count & WAITERS != 0 {
-                // The first reader in: let the queued readers share the lock.
-                self.grant_readers_beside_own();
+                // The first reader in: let the queued readers share the lock, and count
+                // the pass of whoever it leaves at the head (foreign code: `bias` gives
+                // the lock back if it panics).
+                self.reader_passed_queue();
             }
             bias.into_read_lock();
             return Ok(());
@@ -147,6 +149,8 @@ impl RawRwLock {
                     return;
                 }
                 adjustment = adjustment.wrapping_add(WAITERS);
+                // A new queue: its passes count from zero.
+                self.spin.reset_passes();
             }
             let waker = waker.take().expect("the waker is used once");
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
@@ -193,15 +197,15 @@ impl RawRwLock {
                 // is due the lock), the order is strict and someone queued, or the
                 // readers are over `max_readers`: then queue, bias and all (the queueing
                 // takes it out and wakes whoever can run).
-                let strict_stop = count & WAITERS != 0 && self.policy.strict_order();
+                let strict_stop = count & WAITERS != 0 && !self.policy.may_pass_queue();
                 if count & HANDOFF != 0 || strict_stop || readers(count) > self.max_readers() {
                     return Err(bias);
                 }
                 self.spin.won(Spinner::Reader, cap, clock.elapsed());
                 lockevent!(self, rlock_spin);
                 if readers(count) == 1 && count & WAITERS != 0 {
-                    // Foreign code: `bias` gives the lock back if it panics.
-                    self.grant_readers_beside_own();
+                    // As a steal. Foreign code: `bias` gives the lock back if it panics.
+                    self.reader_passed_queue();
                 }
                 bias.into_read_lock();
                 return Ok(());

@@ -20,10 +20,14 @@
 //! Nothing here runs on the uncontended paths: no clock is read unless a task spins. Nothing
 //! here reads a clock at all: the spinners pass in how long they spun.
 //!
-//! The state is one `AtomicU32`: `[probe count | reader budget | writer budget | flags]`,
-//! a byte each. A budget byte `b` means `cap * b / 255`, so every cap keeps 255 steps.
-//! Updates are relaxed read-modify-writes on the slow path only: they steer a heuristic,
-//! never the lock's correctness (the count word decides who holds the lock).
+//! The state is one `AtomicU32`: `[probe count | reader budget | writer budget | passes,
+//! flag]`, a byte each. A budget byte `b` means `cap * b / 255`, so every cap keeps 255
+//! steps. The low byte holds the writer-spinner flag and, above it, the passes of the queue
+//! since its last turn (`Policy::pass_bound`: the spins and steals won past queued
+//! waiters; see [`SpinState::passed`]). Updates are relaxed read-modify-writes on the
+//! slow path only: they steer a heuristic, never the lock's correctness (the count word
+//! decides who holds the lock; a pass bound reached is made a handoff under the wait
+//! lock, as any handoff).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::Duration;
@@ -41,6 +45,13 @@ const MIN_BUDGET: Duration = Duration::from_nanos(128);
 
 /// Set while a writer spins: one writer spins at a time (the kernel's OSQ, one slot).
 const WRITER_SPINNING: u32 = 0b1;
+
+/// One pass of the queue (bits 1 to 7: the count, at most [`PASSES_MAX`]).
+const PASS: u32 = 0b10;
+/// The pass count's bits.
+const PASSES: u32 = 0b1111_1110;
+/// The highest pass count (the count saturates there).
+const PASSES_MAX: u32 = PASSES >> 1;
 
 /// Who spins: the two budgets are learned apart (readers wait for writers' sections,
 /// writers for anyone's).
@@ -147,6 +158,36 @@ impl SpinState {
         self.0.fetch_or(WRITER_SPINNING, Acquire) & WRITER_SPINNING == 0
     }
 
+    /// A running task passed the queue (it took the lock while waiters were queued, ahead
+    /// of them). Returns `true` when that makes `bound` passes since the queue's last
+    /// turn: then the caller hands the lock to the head at its next release. The count
+    /// saturates (no bound is above [`PASSES_MAX`]).
+    #[inline]
+    pub(crate) fn passed(&self, bound: u32) -> bool {
+        let old = self
+            .0
+            .fetch_update(Relaxed, Relaxed, |word| {
+                ((word & PASSES) >> 1 < PASSES_MAX).then_some(word + PASS)
+            })
+            .unwrap_or(PASSES);
+        ((old & PASSES) >> 1) + 1 >= bound
+    }
+
+    /// The queue had its turn (a queued waiter got the lock), or has just formed: the
+    /// passes count from zero again. A load, and a write only if the count is not zero.
+    #[inline]
+    pub(crate) fn reset_passes(&self) {
+        if self.0.load(Relaxed) & PASSES != 0 {
+            self.0.fetch_and(!PASSES, Relaxed);
+        }
+    }
+
+    /// The passes since the queue's last turn (tests).
+    #[cfg(test)]
+    pub(crate) fn passes(&self) -> u32 {
+        (self.0.load(Relaxed) & PASSES) >> 1
+    }
+
     /// Gives the writer-spinner slot back.
     #[inline]
     pub(crate) fn end_writer_spin(&self) {
@@ -234,6 +275,32 @@ mod tests {
         for _ in 0..20 {
             s.won(Spinner::Writer, CAP, Duration::from_micros(30));
         }
+        assert_eq!(s.current(Spinner::Writer, CAP), CAP);
+    }
+
+    #[test]
+    fn passes_count_to_the_bound_saturate_and_reset() {
+        let s = SpinState::new();
+        assert!(!s.passed(3));
+        assert!(!s.passed(3));
+        assert!(s.passed(3), "the third pass reaches a bound of 3");
+        assert_eq!(s.passes(), 3);
+        s.reset_passes();
+        assert_eq!(s.passes(), 0);
+        assert!(s.passed(1));
+        for _ in 0..200 {
+            s.passed(62);
+        }
+        assert_eq!(s.passes(), PASSES_MAX, "the count saturates");
+        assert_eq!(
+            s.current(Spinner::Writer, CAP),
+            CAP,
+            "and leaves the budgets alone"
+        );
+        assert!(s.start_writer_spin(), "and the spinner flag");
+        s.end_writer_spin();
+        s.reset_passes();
+        assert_eq!(s.passes(), 0);
         assert_eq!(s.current(Spinner::Writer, CAP), CAP);
     }
 

@@ -95,6 +95,9 @@ lock_events! {
     /// Handoffs requested by or for a writer at the head of the queue (it lost a race
     /// after a wake-up, or waited past the timeout).
     wlock_handoff,
+    /// Handoffs requested because running tasks passed the queue `Policy::pass_bound`
+    /// times since its last turn (steals and spins won past queued waiters).
+    pass_bound,
     /// Pending read acquires dropped while queued or granted-but-unpolled.
     rlock_cancel,
     /// Pending write acquires dropped while queued or granted-but-unpolled.

@@ -149,6 +149,7 @@ impl RawRwLock {
             lockevent!(self, sleep_reader);
             if first {
                 self.count.fetch_or(WAITERS, Relaxed);
+                self.spin.reset_passes();
             }
             // The lock may have changed since the fast path failed: grant what can be.
             let count = self.count.load(Relaxed);

@@ -303,6 +303,8 @@ impl RawRwLock {
         if let Some(waker) = waker {
             wakers.push(waker);
         }
+        // The queue's turn: the passes of it count from zero again.
+        self.spin.reset_passes();
         // Last touch of the node: from here its owner may drop it.
         // SAFETY: alive: its owner cannot drop it before it sees `Granted`.
         unsafe { node.as_ref() }.set_state(NodeState::Granted, Release);

@@ -104,11 +104,12 @@ impl RawRwLock {
             || (count & WRITER_LOCKED == 0 && count & READER_MASK != 0)
     }
 
-    /// May a spinner pass the queue? Not under a strict order, nor when every release
-    /// hands the lock to the head (then nobody but the head may take it).
+    /// May a spinner pass the queue? Not under a strict order or a pass bound of zero,
+    /// nor when every release hands the lock to the head (then nobody but the head may
+    /// take it).
     #[inline]
     pub(super) fn spin_past_queue(&self) -> bool {
-        !self.policy.strict_order() && !self.policy.handoff_always()
+        self.policy.may_pass_queue() && !self.policy.handoff_always()
     }
 
     /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
@@ -171,6 +172,10 @@ impl RawRwLock {
                 {
                     self.spin.won(Spinner::Writer, cap, clock.elapsed());
                     lockevent!(self, opt_lock);
+                    if count & WAITERS != 0 {
+                        // Past the queue: bounded (`Policy::pass_bound`).
+                        self.writer_passed_queue();
+                    }
                     return true;
                 }
                 continue;
@@ -250,6 +255,8 @@ impl RawRwLock {
             lockevent!(self, sleep_writer);
             if first {
                 self.count.fetch_or(WAITERS | WRITER_QUEUED, Relaxed);
+                // A new queue: its passes count from zero.
+                self.spin.reset_passes();
             } else {
                 let mut count = self.count.load(Relaxed);
                 if count & WRITER_QUEUED == 0 {
@@ -313,7 +320,7 @@ impl RawRwLock {
         state: WriterWaitState,
     ) -> bool {
         if state == WriterWaitState::NotFirst
-            && (self.policy.handoff_always() || self.policy.strict_order())
+            && (self.policy.handoff_always() || !self.policy.may_pass_queue())
         {
             // Handoff at every release, or a strict order: a queued waiter never passes the
             // head, even when it is polled in the instant between a release and its grant
@@ -329,6 +336,13 @@ impl RawRwLock {
                 // SAFETY: `node` is ours, linked in `list`; wait lock held.
                 unsafe { self.unlink_own(list, node) };
                 lockevent!(self, wlock_queued);
+                if state == WriterWaitState::NotFirst {
+                    // Ahead of the head: a pass, bounded (`Policy::pass_bound`).
+                    self.queued_writer_passed(list);
+                } else {
+                    // The head's turn.
+                    self.spin.reset_passes();
+                }
                 return true;
             }
             if state != WriterWaitState::Handoff {

@@ -19,8 +19,15 @@ use crate::raw::tests::support::*;
 /// test then sleeps past it.
 const TIMEOUT: Duration = Duration::from_millis(250);
 
+/// The timeout alone (no bound in count on the passing: the tests below pass the woken head
+/// more than once; `bounded_passing.rs` tests the bound).
 fn lock() -> RwLock<u32> {
-    RwLock::with_policy(0, queue_at_once().handoff_timeout(TIMEOUT))
+    RwLock::with_policy(
+        0,
+        queue_at_once()
+            .handoff_timeout(TIMEOUT)
+            .pass_bound(u32::MAX),
+    )
 }
 
 #[test]
@@ -70,7 +77,9 @@ fn woken_head_writer_within_the_timeout_still_competes() {
     // throughput comes from), and the head asks for the handoff once it runs and loses.
     let l = RwLock::with_policy(
         0u32,
-        queue_at_once().handoff_timeout(Duration::from_secs(3600)),
+        queue_at_once()
+            .handoff_timeout(Duration::from_secs(3600))
+            .pass_bound(u32::MAX),
     );
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());

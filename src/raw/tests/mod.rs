@@ -5,6 +5,8 @@
 //! The typed layer's tests are in `crate::rwlock::tests`; both use [`support`].
 
 #[cfg(not(all(test, async_rwsem_loom)))]
+mod bounded_passing;
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod handoff;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod panics;
