@@ -45,6 +45,7 @@
 
 pub mod aof;
 pub mod commands;
+mod connection;
 pub mod glob;
 pub mod ldouble;
 pub mod lock;
