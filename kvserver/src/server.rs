@@ -1,4 +1,4 @@
-//! The TCP side: accepting (the connections themselves are [`crate::connection`]'s), the
+//! The TCP side: accepting (the connections themselves are `connection`'s), the
 //! background tasks and graceful shutdown. Generic over the shard lock; [`start`] picks the
 //! lock at run time.
 
@@ -152,7 +152,7 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         settings,
         store,
         config,
-        stats: Stats::new(),
+        stats: Stats::new(crate::commands::COMMANDS.len()),
         started: Instant::now(),
         port: addr.port(),
         clients: Default::default(),

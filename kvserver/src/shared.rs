@@ -1,7 +1,9 @@
 //! What the connections and the commands share: the server's [`Config`], its counters, the
-//! [`Shared`] state every connection holds and each client's [`ClientInfo`]. Both
-//! [`crate::server`] (the TCP side) and [`crate::commands`] use it, and `commands` never uses
-//! `server`: the dependency goes one way (server -> commands -> shared -> store).
+//! [`Shared`] state every connection holds and each client's [`ClientInfo`]. The TCP side
+//! ([`crate::server`], `connection`) and [`crate::commands`] use it; it uses none of
+//! them, and `commands` never uses the TCP side: the dependency goes one way (server ->
+//! connection -> commands -> shared -> store -> aof). What it needs of the command table (its
+//! length, a command's name) it is handed.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -75,17 +77,16 @@ pub struct Stats {
     pub output_limit_disconnections: AtomicU64,
     pub commands: AtomicU64,
     pub protocol_errors: AtomicU64,
-    /// Per command of [`crate::commands::COMMANDS`]: (calls, rejected calls), for `INFO
-    /// commandstats`.
+    /// Per command of the command table (`crate::commands::COMMANDS`, whose length the server
+    /// passes to [`Stats::new`]): (calls, rejected calls), for `INFO commandstats`.
     pub per_command: Box<[(AtomicU64, AtomicU64)]>,
 }
 
 impl Stats {
-    pub fn new() -> Stats {
+    /// Counters for a table of `commands` commands.
+    pub fn new(commands: usize) -> Stats {
         Stats {
-            per_command: (0..crate::commands::COMMANDS.len())
-                .map(|_| Default::default())
-                .collect(),
+            per_command: (0..commands).map(|_| Default::default()).collect(),
             ..Default::default()
         }
     }
@@ -375,7 +376,7 @@ pub struct ClientInfo {
     /// The protocol version `HELLO` chose (2 or 3).
     pub resp: AtomicU8,
     /// The last command run (the one running, from its own `CLIENT LIST`), as
-    /// [`crate::commands::last_command_name`] reads it; [`NO_COMMAND`] before the first.
+    /// `crate::commands::last_command_name` reads it; [`NO_COMMAND`] before the first.
     pub last_cmd: AtomicUsize,
     /// `CLIENT SETINFO LIB-NAME` and `LIB-VER`.
     pub(crate) lib: std::sync::Mutex<(String, String)>,
@@ -430,8 +431,8 @@ impl ClientInfo {
     }
 
     /// One `CLIENT LIST` line (Redis 7.0's fields; those that have no meaning here are given
-    /// their idle values).
-    pub fn describe(&self, started: Instant) -> String {
+    /// their idle values); `cmd` names a [`ClientInfo::last_cmd`] value.
+    pub fn describe(&self, started: Instant, cmd: impl Fn(usize) -> &'static str) -> String {
         let now_ms = started.elapsed().as_millis() as u64;
         let idle = now_ms.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
         let omem = self.out_bytes.load(Ordering::Relaxed);
@@ -453,7 +454,7 @@ impl ClientInfo {
             self.created.elapsed().as_secs(),
             self.tx.lock().unwrap_or_else(|e| e.into_inner()).watched.len(),
             omem + qbuf,
-            crate::commands::last_command_name(self.last_cmd.load(Ordering::Relaxed)),
+            cmd(self.last_cmd.load(Ordering::Relaxed)),
             self.resp.load(Ordering::Relaxed),
         )
     }

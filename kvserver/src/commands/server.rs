@@ -565,14 +565,14 @@ fn client_cmd<L: ShardLock<Shard>>(
             let mut text = String::new();
             for c in shared.clients() {
                 if only.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
-                    text.push_str(&c.describe(shared.started));
+                    text.push_str(&c.describe(shared.started, super::last_command_name));
                     text.push('\n');
                 }
             }
             resp::verbatim(out, text.as_bytes());
         }
         b"INFO" if n == 2 => {
-            let mut text = client.describe(shared.started);
+            let mut text = client.describe(shared.started, super::last_command_name);
             text.push('\n');
             resp::verbatim(out, text.as_bytes());
         }
