@@ -37,8 +37,12 @@ start() { # $1: kvserver or redis-server; $2: a fresh folder
     mkdir -p "$2"
     case $1 in
         kvserver) "$BIN" --port "$PORT" --dir "$2" --quiet 2>>"$2/server.log" & ;;
+        # The suite's own server settings that cannot be set at run time (DEBUG, protected
+        # configs, MODULE: tests/assets/default.conf).
         redis-server) "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --dir "$2" --save '' \
-            --appendonly no --daemonize no >>"$2/server.log" 2>&1 & ;;
+            --appendonly no --daemonize no --enable-debug-command yes \
+            --enable-protected-configs yes --enable-module-command yes \
+            >>"$2/server.log" 2>&1 & ;;
         *) echo "unknown server $1" >&2; exit 1 ;;
     esac
     PID=$!

@@ -14,8 +14,9 @@ use tokio::sync::watch;
 
 use crate::commands::{self, Flow};
 use crate::lock::ShardLock;
+use crate::pubsub::Kill;
 use crate::resp::{self, RequestParser};
-use crate::shared::{ClientInfo, Shared};
+use crate::shared::{ClientInfo, Shared, REPLY_ON, REPLY_SKIPPING, REPLY_SKIP_NEXT};
 use crate::store::Shard;
 
 macro_rules! info {
@@ -40,6 +41,7 @@ impl<L> Drop for ClientSlot<'_, L> {
             .remove(&self.id);
         if let Some(info) = info {
             commands::unwatch(self.shared, &info);
+            self.shared.pubsub.forget(&info.outbox);
         }
         self.shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
     }
@@ -106,6 +108,8 @@ struct Conn<'a, L> {
 
 enum Event {
     Shutdown,
+    /// Its outbox has bytes, or it is killed.
+    Pushed,
     Wrote(std::io::Result<usize>),
     Read(std::io::Result<usize>),
     Deadline,
@@ -132,7 +136,10 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
         if !out.is_empty() {
             self.queued += out.len();
             self.max_queued = self.max_queued.max(self.queued);
-            self.info.out_bytes.store(self.queued, Ordering::Relaxed);
+            self.info
+                .outbox
+                .out_bytes
+                .store(self.queued, Ordering::Relaxed);
             self.sendq.push_back(out);
         }
         batch.rollbacks = self.shared.store.log().map_or(0, |l| l.rollbacks());
@@ -165,8 +172,40 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                     let start = batch.out.len();
                     let mut seq = 0;
                     let args = self.parser.args();
+                    let confirmation =
+                        crate::pubsub::is_confirmation(&args[0].to_ascii_uppercase());
+                    let reply = &self.info.reply;
+                    if reply.load(Ordering::Relaxed) == REPLY_SKIP_NEXT {
+                        reply.store(REPLY_SKIPPING, Ordering::Relaxed);
+                    }
                     let flow =
                         commands::execute(shared, self.info, args, &mut batch.out, &mut seq).await;
+                    // CLIENT REPLY OFF|SKIP: the reply is dropped (pub/sub confirmations
+                    // stay, as in Redis); a SKIP applies to the command after its own.
+                    let silenced = match reply.load(Ordering::Relaxed) {
+                        REPLY_ON => false,
+                        REPLY_SKIPPING => {
+                            reply.store(REPLY_ON, Ordering::Relaxed);
+                            true
+                        }
+                        _ => true,
+                    };
+                    if silenced && !confirmation {
+                        batch.out.truncate(start);
+                        seq = 0;
+                    }
+                    // What other connections sent it meanwhile (and what it published to
+                    // itself) comes after this reply.
+                    if self.info.outbox.has_pending() {
+                        self.info.outbox.take_into(&mut batch.out);
+                    }
+                    if self.info.outbox.killed().is_some() {
+                        // CLIENT KILL of itself: the replies so far go out, then it closes.
+                        self.reading = Reading::Done;
+                        self.inbuf.clear();
+                        pos = 0;
+                        break;
+                    }
                     if seq != 0 {
                         batch.marks.push(Mark {
                             start,
@@ -228,6 +267,9 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
         sock.as_raw_fd(),
         shared.started.elapsed().as_millis() as u64,
     ));
+    if shared.password().is_some() {
+        info.authenticated.store(false, Ordering::Relaxed);
+    }
     shared
         .clients
         .lock()
@@ -288,12 +330,42 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
                 biased;
                 _ = shutdown.wait_for(|&s| s), if c.reading == Reading::Open => Event::Shutdown,
                 r = wr.write(front), if want_write => Event::Wrote(r),
+                _ = info.outbox.notify.notified() => Event::Pushed,
                 r = rd.read_buf(&mut c.inbuf), if want_read => Event::Read(r),
                 _ = sleep => Event::Deadline,
             }
         };
         match event {
             Event::Shutdown => c.reading = Reading::Done,
+            Event::Pushed => match info.outbox.killed() {
+                Some(why) => {
+                    if why == Kill::OutputLimit {
+                        shared
+                            .stats
+                            .output_limit_disconnections
+                            .fetch_add(1, Ordering::Relaxed);
+                        info!(
+                                shared.config.quiet,
+                                "client {id} ({peer}) closed: its unsent pub/sub output passed the limit ({} bytes)",
+                                shared.config.pubsub_output_buffer_limit
+                            );
+                    }
+                    break;
+                }
+                None => {
+                    let mut pushed = Vec::new();
+                    let n = info.outbox.take_into(&mut pushed);
+                    if n > 0 {
+                        if c.sendq.is_empty() {
+                            last_taken = Instant::now();
+                        }
+                        c.queued += n;
+                        c.max_queued = c.max_queued.max(c.queued);
+                        info.outbox.out_bytes.store(c.queued, Ordering::Relaxed);
+                        c.sendq.push_back(pushed);
+                    }
+                }
+            },
             Event::Wrote(Ok(n)) if n > 0 => {
                 last_progress = Instant::now();
                 last_taken = last_progress;
@@ -303,7 +375,7 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
                     c.sendq.pop_front();
                     c.front_off = 0;
                 }
-                info.out_bytes.store(c.queued, Ordering::Relaxed);
+                info.outbox.out_bytes.store(c.queued, Ordering::Relaxed);
             }
             Event::Wrote(_) => break,
             Event::Read(Ok(0)) => c.reading = Reading::Done,

@@ -76,6 +76,15 @@ struct Cli {
     /// See --client-output-buffer-limit.
     #[arg(long, default_value_t = 10)]
     client_output_buffer_secs: u64,
+    /// Bytes of pub/sub messages and MONITOR lines a subscriber or monitor may leave untaken;
+    /// past it the client is disconnected, as with Redis' client-output-buffer-limit pubsub
+    /// hard limit (0: no limit).
+    #[arg(long, default_value_t = kvserver::pubsub::DEFAULT_PUBSUB_OUTPUT_LIMIT)]
+    pubsub_output_buffer_limit: usize,
+    /// The password clients must give AUTH (Redis' requirepass; CONFIG SET requirepass
+    /// changes it). Unset: none is needed.
+    #[arg(long)]
+    requirepass: Option<String>,
     /// Close a connection idle for this many seconds (0: never).
     #[arg(long, default_value_t = 300)]
     timeout: u64,
@@ -128,6 +137,11 @@ fn main() {
     config.idle_timeout = (cli.timeout > 0).then(|| Duration::from_secs(cli.timeout));
     config.shutdown_timeout = Duration::from_secs(cli.shutdown_timeout);
     config.quiet = cli.quiet;
+    config.pubsub_output_buffer_limit = cli.pubsub_output_buffer_limit;
+    config.requirepass = cli
+        .requirepass
+        .filter(|p| !p.is_empty())
+        .map(String::into_bytes);
     let quiet = cli.quiet;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();

@@ -1,4 +1,4 @@
-//! The TCP side: accepting (the connections themselves are `connection`'s), the
+//! The TCP side: accepting (the connections themselves are `connection.rs`'s), the
 //! background tasks and graceful shutdown. Generic over the shard lock; [`start`] picks the
 //! lock at run time.
 
@@ -148,6 +148,8 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         }
     );
     let settings = crate::shared::Settings::new(&config);
+    let pubsub = crate::pubsub::PubSub::new(config.pubsub_output_buffer_limit);
+    let password = std::sync::Mutex::new(config.requirepass.clone());
     let shared = Arc::new(Shared {
         settings,
         store,
@@ -160,6 +162,9 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         shutdown_requested: tokio::sync::Notify::new(),
         watches: Default::default(),
         raw_strings: Default::default(),
+        pubsub,
+        password,
+        active_expire: std::sync::atomic::AtomicBool::new(true),
     });
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(serve(shared, listener, rx));
@@ -266,6 +271,9 @@ async fn sweeper<L: ShardLock<Shard>>(shared: Arc<Shared<L>>, mut shutdown: watc
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {
+                if !shared.active_expire.load(Ordering::Relaxed) {
+                    continue;
+                }
                 while shared.store.sweep(SWEEP_CHUNK).await.1 {
                     if *shutdown.borrow() {
                         return;

@@ -39,6 +39,11 @@ pub struct Config {
     pub sweep_interval: Duration,
     /// Print nothing but errors.
     pub quiet: bool,
+    /// `requirepass`: the password clients must give `AUTH` (`None`: none needed).
+    pub requirepass: Option<Vec<u8>>,
+    /// Unsent output (messages, `MONITOR` lines) past which a subscriber or monitor is
+    /// disconnected (Redis' `client-output-buffer-limit pubsub` hard limit). 0: no limit.
+    pub pubsub_output_buffer_limit: usize,
 }
 
 impl Config {
@@ -57,6 +62,8 @@ impl Config {
             shutdown_timeout: Duration::from_secs(10),
             sweep_interval: Duration::from_millis(100),
             quiet: false,
+            requirepass: None,
+            pubsub_output_buffer_limit: crate::pubsub::DEFAULT_PUBSUB_OUTPUT_LIMIT,
         }
     }
 }
@@ -122,6 +129,12 @@ pub struct Shared<L> {
     pub settings: Settings,
     /// Strings Redis would hold `raw` (see [`RawStrings`]).
     pub raw_strings: RawStrings,
+    /// Channels, patterns and their subscribers; the monitors.
+    pub pubsub: crate::pubsub::PubSub,
+    /// The expiry sweep runs (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
+    pub active_expire: AtomicBool,
+    /// `requirepass` (`None`: no password, every client is authenticated).
+    pub(crate) password: std::sync::Mutex<Option<Vec<u8>>>,
 }
 
 /// The keys whose last write was an in-place change of a string (`APPEND`, `SETRANGE`,
@@ -353,6 +366,18 @@ impl<L> Shared<L> {
             .collect()
     }
 
+    /// The password `AUTH` wants (`requirepass`), if any.
+    pub fn password(&self) -> Option<Vec<u8>> {
+        self.password
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_password(&self, p: Option<Vec<u8>>) {
+        *self.password.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
     /// Asks the server to shut down gracefully (`SHUTDOWN`).
     pub fn request_shutdown(&self) {
         self.shutdown_requested.notify_one();
@@ -369,12 +394,19 @@ pub struct ClientInfo {
     pub(crate) created: Instant,
     /// Milliseconds since the server started, at the last command.
     pub(crate) last_active_ms: AtomicU64,
-    /// Bytes of replies not taken by the client yet.
-    pub out_bytes: AtomicUsize,
+    /// What other connections send it (pub/sub messages, `MONITOR` lines, `CLIENT KILL`), its
+    /// subscriptions, its protocol version (2 or 3, as `HELLO` chose) and its unsent bytes.
+    pub outbox: Arc<crate::pubsub::Outbox>,
+    /// `CLIENT REPLY`: one of the `REPLY_*` values.
+    pub reply: AtomicU8,
+    /// It passed `AUTH` (or connected while no password was required).
+    pub authenticated: AtomicBool,
+    /// `MONITOR` made it a monitor (`flags=O`).
+    pub monitor: AtomicBool,
+    /// `CLIENT NO-EVICT` (`flags=e`).
+    pub no_evict: AtomicBool,
     /// Bytes of requests read and not parsed yet.
     pub in_bytes: AtomicUsize,
-    /// The protocol version `HELLO` chose (2 or 3).
-    pub resp: AtomicU8,
     /// The last command run (the one running, from its own `CLIENT LIST`), as
     /// `crate::commands::last_command_name` reads it; [`NO_COMMAND`] before the first.
     pub last_cmd: AtomicUsize,
@@ -391,7 +423,25 @@ pub const NO_COMMAND: usize = usize::MAX;
 /// [`ClientInfo::multi`] outside `MULTI`.
 pub const NOT_IN_MULTI: usize = usize::MAX;
 
+/// [`ClientInfo::reply`]: replies are sent (`CLIENT REPLY ON`).
+pub const REPLY_ON: u8 = 0;
+/// `CLIENT REPLY OFF`: no reply is sent until `CLIENT REPLY ON`.
+pub const REPLY_OFF: u8 = 1;
+/// `CLIENT REPLY SKIP`: the next command's reply is not sent.
+pub const REPLY_SKIP_NEXT: u8 = 2;
+/// The command running is the one `SKIP` silences.
+pub const REPLY_SKIPPING: u8 = 3;
+
 impl ClientInfo {
+    /// The protocol version (2 or 3) `HELLO` chose.
+    pub fn resp(&self) -> u8 {
+        self.outbox.resp.load(Ordering::Relaxed)
+    }
+
+    pub fn set_resp(&self, v: u8) {
+        self.outbox.resp.store(v, Ordering::Relaxed);
+    }
+
     pub fn name(&self) -> Vec<u8> {
         self.name.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -410,9 +460,12 @@ impl ClientInfo {
             name: Default::default(),
             created: Instant::now(),
             last_active_ms: AtomicU64::new(now_ms),
-            out_bytes: AtomicUsize::new(0),
+            outbox: Arc::new(crate::pubsub::Outbox::new(id)),
+            reply: AtomicU8::new(REPLY_ON),
+            authenticated: AtomicBool::new(true),
+            monitor: AtomicBool::new(false),
+            no_evict: AtomicBool::new(false),
             in_bytes: AtomicUsize::new(0),
-            resp: AtomicU8::new(2),
             last_cmd: AtomicUsize::new(NO_COMMAND),
             lib: Default::default(),
             multi: AtomicUsize::new(NOT_IN_MULTI),
@@ -435,17 +488,32 @@ impl ClientInfo {
     pub fn describe(&self, started: Instant, cmd: impl Fn(usize) -> &'static str) -> String {
         let now_ms = started.elapsed().as_millis() as u64;
         let idle = now_ms.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
-        let omem = self.out_bytes.load(Ordering::Relaxed);
+        let omem = self.outbox.out_bytes.load(Ordering::Relaxed);
+        let (sub, psub, ssub) = self.outbox.counts();
         let qbuf = self.in_bytes.load(Ordering::Relaxed);
         let (lib_name, lib_ver) = self.lib.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let multi = self.multi.load(Ordering::Relaxed);
-        let (flags, multi) = if multi == NOT_IN_MULTI {
-            ("N", -1)
+        let mut flags = String::new();
+        if self.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
+        if sub + psub + ssub != 0 {
+            flags.push('P');
+        }
+        if self.no_evict.load(Ordering::Relaxed) {
+            flags.push('e');
+        }
+        let multi = if multi == NOT_IN_MULTI {
+            -1
         } else {
-            ("x", multi as i64)
+            flags.push('x');
+            multi as i64
         };
+        if flags.is_empty() {
+            flags.push('N');
+        }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db=0 sub=0 psub=0 ssub=0 multi={multi} watch={} qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db=0 sub={sub} psub={psub} ssub={ssub} multi={multi} watch={} qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={omem} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
             self.id,
             self.addr,
             self.laddr,
@@ -455,7 +523,7 @@ impl ClientInfo {
             self.tx.lock().unwrap_or_else(|e| e.into_inner()).watched.len(),
             omem + qbuf,
             cmd(self.last_cmd.load(Ordering::Relaxed)),
-            self.resp.load(Ordering::Relaxed),
+            self.resp(),
         )
     }
 }

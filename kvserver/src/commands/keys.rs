@@ -260,7 +260,7 @@ async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
 }
 
 /// The encoding Redis 7.0 would give `v` as it is now; `setting` reads a threshold.
-fn encoding(v: &Value, setting: impl Fn(&str) -> i64) -> &'static str {
+pub(super) fn encoding(v: &Value, setting: impl Fn(&str) -> i64) -> &'static str {
     let small = |n: usize, longest: usize, kind: &str| {
         n as i64 <= setting(&format!("{kind}-max-listpack-entries"))
             && longest as i64 <= setting(&format!("{kind}-max-listpack-value"))

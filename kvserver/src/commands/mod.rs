@@ -5,11 +5,14 @@
 //! its arguments, calls the store and encodes the reply. No lock is touched here directly; the
 //! store does that.
 
+mod connection;
+mod debug;
 mod hashes;
 mod keys;
 mod lists;
 mod server;
 mod sets;
+mod sort;
 mod strings;
 mod tx;
 
@@ -96,6 +99,40 @@ pub async fn execute<L: ShardLock<Shard>>(
     let packed = packed_name(&args[0]).unwrap_or(0);
     let upper = packed.to_le_bytes();
     let name = &upper[..if packed == 0 { 0 } else { args[0].len() }];
+    if !client
+        .authenticated
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        // As Redis: an unknown command or a wrong arity is told first.
+        if spec(name).is_some_and(|s| !s.flags.contains(&"no_auth") && arity_ok(args, s.arity)) {
+            if shared.password().is_some() {
+                if client.multi.load(std::sync::atomic::Ordering::Relaxed)
+                    != crate::shared::NOT_IN_MULTI
+                {
+                    client.tx.lock().unwrap_or_else(|e| e.into_inner()).refused = true;
+                }
+                resp::error(out, "NOAUTH Authentication required.");
+                return Flow::Continue;
+            }
+            // The password was removed since this client connected.
+            client
+                .authenticated
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    if client.resp() == 2
+        && client.outbox.subscribed()
+        && !crate::pubsub::allowed_when_subscribed(name)
+    {
+        if let Some(index) = spec_index_packed(packed, args[0].len()) {
+            let full = last_command_name(command_id(index, args));
+            resp::error(
+                out,
+                &format!("ERR Can't execute '{full}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"),
+            );
+            return Flow::Continue;
+        }
+    }
     if client.multi.load(std::sync::atomic::Ordering::Relaxed) != crate::shared::NOT_IN_MULTI
         && !tx::runs_in_multi(name)
     {
@@ -120,7 +157,8 @@ pub async fn execute<L: ShardLock<Shard>>(
     if spec.data {
         *seq = READ;
     }
-    if spec.write {
+    // SORT writes only its STORE destination, which it touches itself.
+    if spec.write && spec.module != Module::Sort {
         if shared.watches.any() {
             tx::touch(shared, spec, args).await;
         }
@@ -130,9 +168,47 @@ pub async fn execute<L: ShardLock<Shard>>(
             _ => shared.raw_strings.forget(Some(tx::keys_of(spec, args))),
         }
     }
+    // Redis feeds MONITOR after the command ran (so an EXEC after the commands it ran).
+    let line = if shared.pubsub.monitored() && !spec.flags.contains(&"admin") {
+        Some(crate::pubsub::monitor_line(
+            &client.addr.to_string(),
+            &crate::pubsub::redacted(name, args),
+        ))
+    } else {
+        None
+    };
+    let flow = run(shared, client, spec, name, args, out, seq).await;
+    if let Some(line) = line {
+        shared.pubsub.feed_monitors(&line);
+    }
+    flow
+}
+
+async fn run<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    client: &ClientInfo,
+    spec: &Spec,
+    name: &[u8],
+    args: &mut Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) -> Flow {
     match spec.module {
         Module::Tx => {
             tx::execute_tx(shared, client, name, args, out, seq).await;
+            Flow::Continue
+        }
+        Module::PubSub => {
+            crate::pubsub::execute(&shared.pubsub, &client.outbox, name, args, out);
+            Flow::Continue
+        }
+        Module::Connection => connection::execute(shared, client, name, args, out).await,
+        Module::Sort => {
+            sort::execute(shared, name, args, out, seq).await;
+            Flow::Continue
+        }
+        Module::Debug => {
+            debug::execute(shared, name, args, out, seq).await;
             Flow::Continue
         }
         Module::Strings => strings::execute(shared, name, args, out, seq).await,
@@ -141,7 +217,7 @@ pub async fn execute<L: ShardLock<Shard>>(
         Module::Sets => sets::execute(shared, name, args, out, seq).await,
         Module::Zsets => zsets::execute(shared, name, args, out, seq).await,
         Module::Keys => keys::execute(shared, name, args, out, seq).await,
-        Module::Server => server::execute(shared, client, name, args, out, seq).await,
+        Module::Server => server::execute(shared, name, args, out, seq).await,
     }
 }
 
@@ -157,6 +233,12 @@ pub enum Module {
     Keys,
     Tx,
     Server,
+    /// `PING`, `ECHO`, `HELLO`, `AUTH`, `CLIENT`, `MONITOR`, `QUIT`, `RESET`, `SELECT`.
+    Connection,
+    PubSub,
+    Sort,
+    /// `DEBUG` and `MEMORY`.
+    Debug,
 }
 
 const fn str_eq(a: &str, b: &str) -> bool {
@@ -189,7 +271,16 @@ const fn module_of(name: &str, group: &str) -> Module {
     if str_eq(name, "sscan") || str_eq(name, "hscan") || str_eq(name, "zscan") {
         return Module::Keys;
     }
-    let groups: [(&str, Module); 8] = [
+    if str_eq(name, "sort") || str_eq(name, "sort_ro") {
+        return Module::Sort;
+    }
+    if str_eq(name, "debug") || str_eq(name, "memory") {
+        return Module::Debug;
+    }
+    if str_eq(name, "monitor") {
+        return Module::Connection;
+    }
+    let groups: [(&str, Module); 10] = [
         ("transactions", Module::Tx),
         ("string", Module::Strings),
         ("bitmap", Module::Strings),
@@ -198,6 +289,8 @@ const fn module_of(name: &str, group: &str) -> Module {
         ("set", Module::Sets),
         ("sorted-set", Module::Zsets),
         ("generic", Module::Keys),
+        ("connection", Module::Connection),
+        ("pubsub", Module::PubSub),
     ];
     let mut i = 0;
     while i < groups.len() {
@@ -328,6 +421,7 @@ macro_rules! spec {
 /// Every command this server knows, as `COMMAND` lists them.
 pub const COMMANDS: &[Spec] = &[
     spec!("append", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "2.0.0", "O(1)", true, "Append a value to a key"),
+    spec!("auth", -2, ["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0, "connection", "1.0.0", "O(N) where N is the number of passwords defined for the user", false, "Authenticate to the server"),
     spec!("bgsave", -1, ["admin", "noscript", "no_async_loading"], 0, 0, 0, "server", "1.0.0", "O(N)", false, "Asynchronously save the dataset to disk"),
     spec!("bitcount", -2, ["readonly"], 1, 1, 1, "bitmap", "2.6.0", "O(N)", true, "Count set bits in a string"),
     spec!("client", -2, [], 0, 0, 0, "connection", "2.4.0", "Depends on subcommand.", false, "A container for client connection commands"),
@@ -335,6 +429,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!("config", -2, [], 0, 0, 0, "server", "2.0.0", "Depends on subcommand.", false, "A container for server configuration commands"),
     spec!("copy", -3, ["write", "denyoom"], 1, 2, 1, "generic", "6.2.0", "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.", true, "Copy a key"),
     spec!("dbsize", 1, ["readonly", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", true, "Return the number of keys in the selected database"),
+    spec!("debug", -2, ["admin", "noscript", "loading", "stale", "protected"], 0, 0, 0, "server", "1.0.0", "Depends on subcommand.", true, "A container for debugging commands"),
     spec!("decr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by one"),
     spec!("decrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Decrement the integer value of a key by the given number"),
     spec!("del", -2, ["write"], 1, -1, 1, "generic", "1.0.0", "O(N) where N is the number of keys that will be removed.", true, "Delete a key"),
@@ -379,7 +474,9 @@ pub const COMMANDS: &[Spec] = &[
     spec!("lpop", -2, ["write", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements popped", true, "Remove and return elements from the head of a list"),
     spec!("lpush", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements pushed", true, "Insert elements at the head of a list"),
     spec!("lrange", 4, ["readonly"], 1, 1, 1, "list", "1.0.0", "O(S+N): S the start offset, N the elements returned", true, "A range of list elements by index"),
+    spec!("memory", -2, [], 0, 0, 0, "server", "4.0.0", "Depends on subcommand.", true, "A container for memory diagnostics commands"),
     spec!("mget", -2, ["readonly", "fast"], 1, -1, 1, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", true, "Get the values of all the given keys"),
+    spec!("monitor", 1, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Listen for all requests received by the server in real-time"),
     spec!("mset", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values"),
     spec!("msetnx", -3, ["write", "denyoom"], 1, -1, 2, "string", "1.0.1", "O(N) where N is the number of keys to set.", true, "Set multiple keys to multiple values, only if none of the keys exist"),
     spec!("multi", 1, ["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0, "transactions", "1.2.0", "O(1)", false, "Mark the start of a transaction block"),
@@ -390,7 +487,11 @@ pub const COMMANDS: &[Spec] = &[
     spec!("pexpiretime", 2, ["readonly", "fast"], 1, 1, 1, "generic", "7.0.0", "O(1)", true, "Get the expiration Unix timestamp for a key in milliseconds"),
     spec!("ping", -1, ["fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Ping the server"),
     spec!("psetex", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.6.0", "O(1)", true, "Set the value and expiration in milliseconds of a key"),
+    spec!("psubscribe", -2, ["pubsub", "noscript", "loading", "stale"], 0, 0, 0, "pubsub", "2.0.0", "O(N) where N is the number of patterns to subscribe to.", false, "Listen for messages published to channels matching the given patterns"),
     spec!("pttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "2.6.0", "O(1)", true, "Get the time to live for a key in milliseconds"),
+    spec!("publish", 3, ["pubsub", "loading", "stale", "fast", "may_replicate"], 0, 0, 0, "pubsub", "2.0.0", "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).", false, "Post a message to a channel"),
+    spec!("pubsub", -2, [], 0, 0, 0, "pubsub", "2.8.0", "Depends on subcommand.", false, "A container for Pub/Sub commands"),
+    spec!("punsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], 0, 0, 0, "pubsub", "2.0.0", "O(N) where N is the number of patterns to unsubscribe.", false, "Stop listening for messages posted to channels matching the given patterns"),
     spec!("quit", -1, ["allow_busy", "noscript", "loading", "stale", "fast", "no_auth"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Close the connection"),
     spec!("randomkey", 1, ["readonly"], 0, 0, 0, "generic", "1.0.0", "O(1)", true, "Return a random key from the keyspace"),
     spec!("rename", 3, ["write"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key"),
@@ -411,16 +512,23 @@ pub const COMMANDS: &[Spec] = &[
     spec!("shutdown", -1, ["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"], 0, 0, 0, "server", "1.0.0", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)", false, "Synchronously save the dataset to disk and then shut down the server"),
     spec!("sismember", 3, ["readonly", "fast"], 1, 1, 1, "set", "1.0.0", "O(1)", true, "Whether a set has a member"),
     spec!("smembers", 2, ["readonly"], 1, 1, 1, "set", "1.0.0", "O(N) in the set size", true, "Every member of a set"),
+    spec!("sort", -2, ["write", "denyoom", "movablekeys"], 1, 1, 1, "generic", "1.0.0", "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", true, "Sort the elements in a list, set or sorted set"),
+    spec!("sort_ro", -2, ["readonly", "movablekeys"], 1, 1, 1, "generic", "7.0.0", "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", true, "Sort the elements in a list, set or sorted set. Read-only variant of SORT."),
     spec!("spop", -2, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members popped", true, "Remove and return random members of a set"),
+    spec!("spublish", 3, ["pubsub", "loading", "stale", "fast", "may_replicate"], 1, 1, 1, "pubsub", "7.0.0", "O(N) where N is the number of clients subscribed to the receiving shard channel.", false, "Post a message to a shard channel"),
     spec!("srem", -3, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members removed", true, "Remove members from a set"),
     spec!("sscan", -3, ["readonly"], 1, 1, 1, "set", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate Set elements"),
+    spec!("ssubscribe", -2, ["pubsub", "noscript", "loading", "stale"], 1, -1, 1, "pubsub", "7.0.0", "O(N) where N is the number of shard channels to subscribe to.", false, "Listen for messages published to the given shard channels"),
     spec!("strlen", 2, ["readonly", "fast"], 1, 1, 1, "string", "2.2.0", "O(1)", true, "Get the length of the value stored in a key"),
+    spec!("subscribe", -2, ["pubsub", "noscript", "loading", "stale"], 0, 0, 0, "pubsub", "2.0.0", "O(N) where N is the number of channels to subscribe to.", false, "Listen for messages published to the given channels"),
     spec!("substr", 4, ["readonly"], 1, 1, 1, "string", "1.0.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
+    spec!("sunsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], 1, -1, 1, "pubsub", "7.0.0", "O(N) where N is the number of shard channels to unsubscribe.", false, "Stop listening for messages posted to the given shard channels"),
     spec!("time", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "2.6.0", "O(1)", false, "Return the current server time"),
     spec!("touch", -2, ["readonly", "fast"], 1, -1, 1, "generic", "3.2.1", "O(N) where N is the number of keys that will be touched.", true, "Alters the last access time of a key(s). Returns the number of existing keys specified."),
     spec!("ttl", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Get the time to live for a key in seconds"),
     spec!("type", 2, ["readonly", "fast"], 1, 1, 1, "generic", "1.0.0", "O(1)", true, "Determine the type stored at key"),
     spec!("unlink", -2, ["write", "fast"], 1, -1, 1, "generic", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.", true, "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
+    spec!("unsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], 0, 0, 0, "pubsub", "2.0.0", "O(N) where N is the number of channels to unsubscribe.", false, "Stop listening for messages posted to the given channels"),
     spec!("unwatch", 1, ["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0, "transactions", "2.2.0", "O(1)", false, "Forget about all watched keys"),
     spec!("watch", -2, ["noscript", "loading", "stale", "fast", "allow_busy"], 1, -1, 1, "transactions", "2.2.0", "O(1) for every key.", true, "Watch the given keys to determine execution of the MULTI/EXEC block"),
     spec!("zadd", -4, ["write", "denyoom", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)) per member", true, "Add members to a sorted set or change their scores"),
@@ -484,12 +592,23 @@ const SUBCOMMANDS: &[&str] = &[
     "client|list",
     "client|info",
     "client|setinfo",
+    "client|kill",
+    "client|reply",
+    "client|help",
     "client|no-evict",
     "client|no-touch",
     "command|count",
     "command|list",
     "command|info",
     "command|docs",
+    "debug|sleep",
+    "debug|reload",
+    "debug|object",
+    "memory|usage",
+    "memory|stats",
+    "pubsub|channels",
+    "pubsub|numsub",
+    "pubsub|numpat",
     "config|get",
     "config|set",
     "config|resetstat",

@@ -6,18 +6,17 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{reply_ok, unknown, wrong_args, Flow, NOT_INT, SYNTAX};
+use super::{reply_ok, unknown, Flow, SYNTAX};
 use super::{spec, Spec, COMMANDS};
 use crate::glob;
 use crate::lock::ShardLock;
-use crate::resp::{self, parse_int, Args};
-use crate::shared::{fsync_name, ClientInfo, Settings, Shared, ENCODING_SETTINGS};
+use crate::resp::{self, Args};
+use crate::shared::{fsync_name, Settings, Shared, ENCODING_SETTINGS};
 use crate::store::Shard;
 
 /// Runs one command of this module (the dispatcher checked its name and arity).
 pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
-    client: &ClientInfo,
     name: &[u8],
     args: &mut Args,
     out: &mut Vec<u8>,
@@ -25,32 +24,6 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
 ) -> Flow {
     let store = &shared.store;
     match name {
-        b"PING" => match args.len() {
-            1 => resp::simple(out, "PONG"),
-            2 => resp::bulk(out, &args[1]),
-            _ => wrong_args(out, &args[0]),
-        },
-        b"ECHO" => resp::bulk(out, &args[1]),
-        b"HELLO" => hello(client, args, out),
-        b"RESET" => {
-            // The connection's state back to a new one's: no transaction, no watches, no
-            // name, RESP2 (the library name and version stay, as in Redis).
-            super::tx::discard(shared, client);
-            client.set_name(b"");
-            resp::set_protocol(2);
-            client.resp.store(2, Ordering::Relaxed);
-            resp::simple(out, "RESET");
-        }
-        b"QUIT" => {
-            resp::ok(out);
-            return Flow::Close;
-        }
-        b"SELECT" => match parse_int(&args[1]) {
-            Some(0) => resp::ok(out),
-            Some(_) => resp::error(out, "ERR DB index is out of range"),
-            None => resp::error(out, NOT_INT),
-        },
-        b"CLIENT" => client_cmd(shared, client, args, out),
         b"DBSIZE" => resp::integer(out, store.dbsize().await as i64),
         b"FLUSHALL" | b"FLUSHDB" => {
             let mode_ok = args.len() == 1
@@ -132,8 +105,14 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
         b"SET" if args.len() >= 4 && args.len() % 2 == 0 => {
             // Every pair is checked before any is applied.
             let mut changes = Vec::new();
+            let mut password = None;
             for pair in args[2..].chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).to_lowercase();
+                if name == "requirepass" {
+                    // An empty password removes it (Redis' `nopass`).
+                    password = Some((!pair[1].is_empty()).then(|| pair[1].clone()));
+                    continue;
+                }
                 if let Some(setting) = Settings::name(&name) {
                     match shared.settings.check(setting, &pair[1]) {
                         Ok(v) => changes.push((setting, v)),
@@ -159,6 +138,9 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
             }
             for (setting, v) in changes {
                 shared.settings.set(setting, v);
+            }
+            if let Some(p) = password {
+                shared.set_password(p);
             }
             resp::ok(out)
         }
@@ -195,6 +177,10 @@ fn config_table<L: ShardLock<Shard>>(shared: &Shared<L>) -> Vec<(String, String)
         (
             "proto-max-bulk-len".into(),
             c.limits.max_bulk_len.to_string(),
+        ),
+        (
+            "requirepass".into(),
+            String::from_utf8_lossy(&shared.password().unwrap_or_default()).into_owned(),
         ),
         ("maxmemory".into(), "0".into()),
         ("maxmemory-policy".into(), "noeviction".into()),
@@ -399,7 +385,7 @@ fn reply_docs(out: &mut Vec<u8>, s: &Spec) {
     }
 }
 
-fn unknown_subcommand(out: &mut Vec<u8>, args: &Args) {
+pub(super) fn unknown_subcommand(out: &mut Vec<u8>, args: &Args) {
     resp::error(
         out,
         &format!(
@@ -410,7 +396,7 @@ fn unknown_subcommand(out: &mut Vec<u8>, args: &Args) {
     );
 }
 
-fn wrong_sub_args(out: &mut Vec<u8>, args: &Args) {
+pub(super) fn wrong_sub_args(out: &mut Vec<u8>, args: &Args) {
     resp::error(
         out,
         &format!(
@@ -470,117 +456,6 @@ fn command(args: &Args, out: &mut Vec<u8>) {
     }
 }
 
-/// `CLIENT ID|GETNAME|SETNAME|LIST|INFO|SETINFO`.
-fn client_cmd<L: ShardLock<Shard>>(
-    shared: &Shared<L>,
-    client: &ClientInfo,
-    args: &Args,
-    out: &mut Vec<u8>,
-) {
-    let sub = args[1].to_ascii_uppercase();
-    let n = args.len();
-    match &sub[..] {
-        b"ID" if n == 2 => resp::integer(out, client.id as i64),
-        b"GETNAME" if n == 2 => {
-            let name = client.name();
-            if name.is_empty() {
-                resp::null(out)
-            } else {
-                resp::bulk(out, &name)
-            }
-        }
-        b"SETNAME" if n == 3 => {
-            if !valid_name(&args[2]) {
-                return resp::error(
-                    out,
-                    "ERR Client names cannot contain spaces, newlines or special characters.",
-                );
-            }
-            client.set_name(&args[2]);
-            resp::ok(out)
-        }
-        b"SETINFO" if n == 4 => {
-            let attr = args[2].to_ascii_lowercase();
-            let which = match &attr[..] {
-                b"lib-name" => true,
-                b"lib-ver" => false,
-                _ => {
-                    return resp::error(
-                        out,
-                        &format!(
-                            "ERR Unrecognized option '{}'",
-                            String::from_utf8_lossy(&args[2])
-                        ),
-                    )
-                }
-            };
-            if !valid_name(&args[3]) {
-                return resp::error(
-                    out,
-                    &format!(
-                        "ERR {} cannot contain spaces, newlines or special characters.",
-                        String::from_utf8_lossy(&attr)
-                    ),
-                );
-            }
-            client.set_lib(which, &String::from_utf8_lossy(&args[3]));
-            resp::ok(out)
-        }
-        b"LIST" => {
-            let mut i = 2;
-            let mut only: Option<Vec<u64>> = None;
-            while i < n {
-                let opt = args[i].to_ascii_uppercase();
-                match &opt[..] {
-                    b"TYPE" if i + 1 < n => {
-                        let t = args[i + 1].to_ascii_lowercase();
-                        if !matches!(&t[..], b"normal" | b"master" | b"replica" | b"pubsub") {
-                            return resp::error(
-                                out,
-                                &format!(
-                                    "ERR Unknown client type '{}'",
-                                    String::from_utf8_lossy(&args[i + 1])
-                                ),
-                            );
-                        }
-                        if t != b"normal" {
-                            only = Some(Vec::new());
-                        }
-                        i += 2;
-                    }
-                    b"ID" if i + 1 < n => {
-                        let mut ids = Vec::new();
-                        for a in &args[i + 1..] {
-                            match parse_int(a) {
-                                Some(v) if v > 0 => ids.push(v as u64),
-                                _ => return resp::error(out, "ERR Invalid client ID"),
-                            }
-                        }
-                        only = Some(ids);
-                        i = n;
-                    }
-                    _ => return resp::error(out, SYNTAX),
-                }
-            }
-            let mut text = String::new();
-            for c in shared.clients() {
-                if only.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
-                    text.push_str(&c.describe(shared.started, super::last_command_name));
-                    text.push('\n');
-                }
-            }
-            resp::verbatim(out, text.as_bytes());
-        }
-        b"INFO" if n == 2 => {
-            let mut text = client.describe(shared.started, super::last_command_name);
-            text.push('\n');
-            resp::verbatim(out, text.as_bytes());
-        }
-        b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => wrong_sub_args(out, args),
-        _ => unknown_subcommand(out, args),
-    }
-}
-
 /// User and system CPU seconds of `who` (`getrusage`).
 fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
     // SAFETY: getrusage fills the struct it is given.
@@ -593,7 +468,7 @@ fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
 }
 
 /// The process's resident set size in bytes (`/proc/self/statm`), 0 where unknown.
-fn resident_bytes() -> u64 {
+pub(super) fn resident_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -602,91 +477,9 @@ fn resident_bytes() -> u64 {
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64
 }
 
-/// A client name or library name: printable ASCII without spaces (may be empty).
-fn valid_name(name: &[u8]) -> bool {
-    name.iter().all(|b| (b'!'..=b'~').contains(b))
-}
-
-/// `HELLO [protover [AUTH username password] [SETNAME name]]`: switches the connection's
-/// protocol (2 or 3) and replies with the server's description, in the new protocol. There are
-/// no passwords: `AUTH` accepts the `default` user with any password, as Redis does when
-/// `requirepass` is unset. Nothing changes unless every option is valid.
-fn hello(client: &ClientInfo, args: &Args, out: &mut Vec<u8>) {
-    let mut version = None;
-    if let Some(v) = args.get(1) {
-        match parse_int(v) {
-            Some(v @ 2..=3) => version = Some(v as u8),
-            Some(_) => return resp::error(out, "NOPROTO unsupported protocol version"),
-            None => {
-                return resp::error(
-                    out,
-                    "ERR Protocol version is not an integer or out of range",
-                )
-            }
-        }
-    }
-    let mut name = None;
-    let mut i = 2;
-    while i < args.len() {
-        let opt = args[i].to_ascii_uppercase();
-        match &opt[..] {
-            b"AUTH" if i + 2 < args.len() => {
-                if args[i + 1] != b"default" {
-                    return resp::error(
-                        out,
-                        "WRONGPASS invalid username-password pair or user is disabled.",
-                    );
-                }
-                i += 3;
-            }
-            b"SETNAME" if i + 1 < args.len() => {
-                if !valid_name(&args[i + 1]) {
-                    return resp::error(
-                        out,
-                        "ERR Client names cannot contain spaces, newlines or special characters.",
-                    );
-                }
-                name = Some(&args[i + 1]);
-                i += 2;
-            }
-            _ => {
-                return resp::error(
-                    out,
-                    &format!(
-                        "ERR Syntax error in HELLO option '{}'",
-                        String::from_utf8_lossy(&args[i])
-                    ),
-                )
-            }
-        }
-    }
-    if let Some(name) = name {
-        client.set_name(name);
-    }
-    if let Some(v) = version {
-        resp::set_protocol(v);
-        client.resp.store(v, Ordering::Relaxed);
-    }
-    resp::map_header(out, 7);
-    for (k, v) in [("server", "redis"), ("version", REDIS_VERSION)] {
-        resp::bulk(out, k.as_bytes());
-        resp::bulk(out, v.as_bytes());
-    }
-    resp::bulk(out, b"proto");
-    resp::integer(out, client.resp.load(Ordering::Relaxed) as i64);
-    resp::bulk(out, b"id");
-    resp::integer(out, client.id as i64);
-    for (k, v) in [("mode", "standalone"), ("role", "master")] {
-        resp::bulk(out, k.as_bytes());
-        resp::bulk(out, v.as_bytes());
-    }
-    resp::bulk(out, b"modules");
-    resp::array_header(out, 0);
-}
-
 /// The Redis version this server says it is (`INFO`, `HELLO`): the one whose commands and
 /// replies it follows.
-const REDIS_VERSION: &str = "7.0.0";
+pub(super) const REDIS_VERSION: &str = "7.0.0";
 
 /// `BGSAVE [SCHEDULE]`: the `SAVE` in a task of its own (shard read locks one at a time,
 /// writers to that shard queue meanwhile); `INFO persistence` shows its progress and outcome.

@@ -206,16 +206,17 @@ async fn exec<L: ShardLock<Shard>>(
         (tx.watched.clone(), tx.dirty.clone())
     };
     // The shards to hold: those of every key named; all of them for a command whose keys are
-    // not in its arguments (KEYS, SCAN, DBSIZE, FLUSHALL, INFO, ...).
+    // not in its arguments (KEYS, SCAN, DBSIZE, FLUSHALL, INFO, ...) or not only at its key
+    // positions (SORT's BY and GET patterns).
     let store = &shared.store;
     let mut all = false;
     let mut flushes = false;
     let mut keys: Vec<&[u8]> = watched.iter().map(|(k, _)| &k[..]).collect();
     for args in &queued {
         let s = spec(&args[0].to_ascii_uppercase()).expect("checked when queued");
-        if s.first_key > 0 {
+        if s.first_key > 0 && !s.flags.contains(&"movablekeys") {
             keys.extend(keys_of(s, args));
-        } else if s.group != "connection" {
+        } else if s.group != "connection" && s.group != "pubsub" {
             all = true;
         }
         flushes |= s.name == "flushall" || s.name == "flushdb";
