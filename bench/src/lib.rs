@@ -157,6 +157,16 @@ impl LockKind {
 }
 
 /// Parses `2`, `1.5s`, `500ms`, `250us` into a duration.
+/// `--pass-bound`: a number, or `none` (`u32::MAX`, no bound in count).
+fn parse_pass_bound(s: &str) -> Result<u32, String> {
+    match s.trim() {
+        "none" => Ok(u32::MAX),
+        n => n
+            .parse()
+            .map_err(|e| format!("`{n}`: a number of passes or `none` ({e})")),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
@@ -258,6 +268,16 @@ pub struct Cli {
     )]
     pub handoff_timeout: Option<Duration>,
 
+    /// Run async-rwsem with this `Policy::pass_bound` (a number, or `none` for no bound in
+    /// count) instead of the default policy's: one side of an A/B of the bound.
+    #[arg(
+        long,
+        value_name = "N|none",
+        value_parser = parse_pass_bound,
+        conflicts_with_all = ["sweep", "fifo"]
+    )]
+    pub pass_bound: Option<u32>,
+
     /// Where to write the JSON results. Default: <out>/results.json (<out>/sweep.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -314,9 +334,13 @@ impl Cli {
 
     /// The async-rwsem policy of a comparison run: `None` for the default.
     pub fn policy(&self) -> Option<sweep::RwsemPolicy> {
-        match self.handoff_timeout {
+        let policy = match self.handoff_timeout {
             Some(t) => Some(sweep::RwsemPolicy::default().handoff_timeout(t)),
             None => self.fifo.then(sweep::RwsemPolicy::fifo),
+        };
+        match self.pass_bound {
+            Some(bound) => Some(policy.unwrap_or_default().pass_bound(bound)),
+            None => policy,
         }
     }
 

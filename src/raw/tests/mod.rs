@@ -24,6 +24,8 @@ mod loom_fair;
 #[cfg(all(test, async_rwsem_loom))]
 mod loom_models;
 #[cfg(all(test, async_rwsem_loom))]
+mod loom_passing;
+#[cfg(all(test, async_rwsem_loom))]
 mod loom_spin;
 #[cfg(all(test, async_rwsem_loom))]
 mod loom_support;
