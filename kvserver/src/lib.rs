@@ -49,6 +49,7 @@ mod connection;
 pub mod glob;
 pub mod ldouble;
 pub mod lock;
+pub mod notify;
 pub mod pubsub;
 pub mod resp;
 pub mod server;

@@ -257,7 +257,7 @@ impl PubSub {
 
     /// Publishes `msg` on `channel` (`shard`: `SPUBLISH`, patterns not looked at); returns
     /// the number of receivers.
-    fn publish(&self, channel: &[u8], msg: &[u8], shard: bool) -> i64 {
+    pub fn publish(&self, channel: &[u8], msg: &[u8], shard: bool) -> i64 {
         let r = self.lock();
         let mut n = 0;
         let (subs, kind): (&Subscribers, &[u8]) = if shard {

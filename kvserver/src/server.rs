@@ -165,6 +165,7 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         pubsub,
         password,
         active_expire: std::sync::atomic::AtomicBool::new(true),
+        notify_flags: Default::default(),
     });
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(serve(shared, listener, rx));
@@ -274,7 +275,21 @@ async fn sweeper<L: ShardLock<Shard>>(shared: Arc<Shared<L>>, mut shutdown: watc
                 if !shared.active_expire.load(Ordering::Relaxed) {
                     continue;
                 }
-                while shared.store.sweep(SWEEP_CHUNK).await.1 {
+                loop {
+                    // `expired` keyspace notifications want the keys.
+                    let flags = shared.notify_flags.load(Ordering::Relaxed);
+                    let mut expired = Vec::new();
+                    let want = flags & crate::notify::EXPIRED != 0;
+                    let (_, more) = shared
+                        .store
+                        .sweep_collecting(SWEEP_CHUNK, want.then_some(&mut expired))
+                        .await;
+                    for k in &expired {
+                        crate::notify::notify(&shared.pubsub, flags, crate::notify::EXPIRED, "expired", k);
+                    }
+                    if !more {
+                        break;
+                    }
                     if *shutdown.borrow() {
                         return;
                     }

@@ -131,6 +131,8 @@ pub struct Shared<L> {
     pub raw_strings: RawStrings,
     /// Channels, patterns and their subscribers; the monitors.
     pub pubsub: crate::pubsub::PubSub,
+    /// `notify-keyspace-events` ([`crate::notify`]'s flags; 0: off).
+    pub notify_flags: std::sync::atomic::AtomicU32,
     /// The expiry sweep runs (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire: AtomicBool,
     /// `requirepass` (`None`: no password, every client is authenticated).

@@ -353,6 +353,61 @@ const SCRIPT: &[Step] = &[
     Step(1, &["MEMORY", "USAGE", "l", "SAMPLES"], 1, true),
     Step(1, &["MEMORY", "USAGE", "l", "SAMPLES", "x"], 1, true),
     Step(1, &["MEMORY", "USAGE", "l", "BOGUS", "1"], 1, true),
+    // Keyspace notifications, to a pattern subscriber on connection 0.
+    Step(
+        1,
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+        1,
+        true,
+    ),
+    Step(1, &["CONFIG", "GET", "notify-keyspace-events"], 1, true),
+    Step(0, &["PSUBSCRIBE", "__key*@0__:*"], 1, true),
+    Step(1, &["SET", "nk", "v"], 1, true),
+    Step(0, &[], 2, true),
+    Step(1, &["SET", "nk", "v2", "EX", "100"], 1, true),
+    Step(0, &[], 4, true),
+    Step(1, &["SET", "nk", "v3", "NX"], 1, true),
+    Step(1, &["SREM", "nos", "x"], 1, true),
+    Step(1, &["INCR", "nn"], 1, true),
+    Step(0, &[], 2, true),
+    Step(1, &["RPUSH", "nl", "a"], 1, true),
+    Step(1, &["RPOP", "nl"], 1, true),
+    Step(0, &[], 6, true),
+    Step(1, &["DEL", "nk", "nothere"], 1, true),
+    Step(0, &[], 2, true),
+    Step(1, &["HSET", "nh", "f", "v"], 1, true),
+    Step(1, &["ZADD", "nz", "1", "a"], 1, true),
+    Step(1, &["ZINCRBY", "nz", "1", "a"], 1, true),
+    Step(1, &["SADD", "ns", "a"], 1, true),
+    Step(1, &["SADD", "ns", "a"], 1, true),
+    Step(0, &[], 8, true),
+    Step(1, &["RENAME", "nh", "nh2"], 1, true),
+    Step(1, &["EXPIRE", "nh2", "0"], 1, true),
+    Step(0, &[], 6, true),
+    Step(
+        1,
+        &["CONFIG", "SET", "notify-keyspace-events", "El"],
+        1,
+        true,
+    ),
+    Step(1, &["SET", "quiet", "1"], 1, true),
+    Step(1, &["LPUSH", "nl", "x", "y"], 1, true),
+    Step(0, &[], 1, true),
+    Step(
+        1,
+        &["CONFIG", "SET", "notify-keyspace-events", "Eq"],
+        1,
+        true,
+    ),
+    Step(
+        1,
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+        1,
+        true,
+    ),
+    Step(1, &["PSETEX", "soon", "1", "x"], 1, true),
+    Step(0, &[], 6, true),
+    Step(1, &["CONFIG", "SET", "notify-keyspace-events", ""], 1, true),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -637,5 +692,78 @@ async fn debug_and_memory_describe_the_data() {
     let _ = &mut d;
     let stats = c.call(&["MEMORY", "STATS"]).await;
     assert!(stats.contains("keys.count"), "{stats}");
+    srv.stop().await.unwrap();
+}
+
+/// A redis-py program (its `PubSub` object in RESP2 and RESP3, `sort`, `sort_ro`, `auth`,
+/// `client_no_evict`, `memory_usage`) run against kvserver and against redis-server: the
+/// printed results must be the same. Skipped where redis-py or redis-server is missing.
+const REDIS_PY_SCRIPT: &str = r##"
+import sys, time, redis
+port = int(sys.argv[1])
+for proto in (2, 3):
+    r = redis.Redis(port=port, protocol=proto)
+    r.flushall()
+    p = r.pubsub()
+    p.subscribe("ch", "ch2")
+    p.psubscribe("c*")
+    def msgs(n):
+        out = []
+        t0 = time.time()
+        while len(out) < n and time.time() - t0 < 10:
+            m = p.get_message(timeout=1)
+            if m is not None:
+                out.append(m)
+        return out
+    print(proto, "confirm", msgs(3))
+    print(proto, "publish", r.publish("ch", "hi"), r.publish("zz", "no"))
+    print(proto, "messages", msgs(2))
+    print(proto, "numsub", r.pubsub_numsub("ch", "nope"), r.pubsub_numpat(), sorted(r.pubsub_channels("ch*")))
+    p.unsubscribe("ch")
+    p.punsubscribe()
+    print(proto, "unsub", msgs(2))
+    p.close()
+    print(proto, "sort", r.rpush("l", 3, 1, 2), r.sort("l"), r.sort("l", desc=True, start=0, num=2), r.sort("l", alpha=True, store="d"), r.lrange("d", 0, -1))
+    r.mset({"w_1": 3, "w_2": 2, "w_3": 1})
+    print(proto, "sortby", r.sort("l", by="w_*", get=["#", "w_*"]), r.sort_ro("l", by="w_*"))
+    try:
+        r.auth("x")
+    except redis.RedisError as e:
+        print(proto, "auth", str(e))
+    print(proto, "reply", r.client_no_evict("on"), r.memory_usage("nokey"))
+    try:
+        r.execute_command("GET")
+    except redis.ResponseError as e:
+        print(proto, "arity", str(e))
+"##;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_py_pubsub_sort_and_auth_agree_with_redis_server() {
+    let probe = Command::new("python3")
+        .args(["-c", "import redis"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !probe {
+        eprintln!("NOTICE: redis-py not available (pip install redis); test skipped");
+        return;
+    }
+    let Some(redis) = redis_server().await else {
+        return;
+    };
+    let srv = start(config(LockKind::Rwsem, None, Fsync::Everysec)).await;
+    let run = |port: u16| {
+        tokio::task::spawn_blocking(move || {
+            let o = Command::new("python3")
+                .args(["-c", REDIS_PY_SCRIPT, &port.to_string()])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8(o.stdout).unwrap()
+        })
+    };
+    let ours = run(srv.addr.port()).await.unwrap();
+    let theirs = run(redis.port).await.unwrap();
+    assert!(ours.contains("3 messages [{'type': 'message'"), "{ours}");
+    assert_eq!(ours, theirs);
     srv.stop().await.unwrap();
 }

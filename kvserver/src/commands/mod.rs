@@ -177,9 +177,61 @@ pub async fn execute<L: ShardLock<Shard>>(
     } else {
         None
     };
-    let flow = run(shared, client, spec, name, args, out, seq).await;
+    let notify = shared
+        .notify_flags
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let flow = if notify != 0 && spec.write {
+        notifying(shared, client, spec, name, args, out, seq, notify).await
+    } else {
+        run(shared, client, spec, name, args, out, seq).await
+    };
     if let Some(line) = line {
         shared.pubsub.feed_monitors(&line);
+    }
+    flow
+}
+
+/// [`run`] with keyspace notifications: each key the command names is fingerprinted before
+/// and after; the changed ones get their events ([`crate::notify::event`]).
+#[allow(clippy::too_many_arguments)]
+async fn notifying<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    client: &ClientInfo,
+    spec: &Spec,
+    name: &[u8],
+    args: &mut Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+    flags: u32,
+) -> Flow {
+    let mut keys: Vec<Vec<u8>> = if spec.name == "sort" {
+        // SORT writes only its STORE destination.
+        args.iter()
+            .position(|a| a.eq_ignore_ascii_case(b"STORE"))
+            .and_then(|i| args.get(i + 1))
+            .into_iter()
+            .cloned()
+            .collect()
+    } else {
+        tx::keys_of(spec, args).map(<[u8]>::to_vec).collect()
+    };
+    let mut seen = std::collections::HashSet::new();
+    keys.retain(|k| seen.insert(k.clone()));
+    let mut before = Vec::with_capacity(keys.len());
+    for k in &keys {
+        before.push(shared.store.fingerprint(k).await);
+    }
+    let saved = args.clone();
+    let flow = run(shared, client, spec, name, args, out, seq).await;
+    for (pos, (k, b)) in keys.iter().zip(before).enumerate() {
+        let a = shared.store.fingerprint(k).await;
+        if a != b {
+            for (class, event) in
+                crate::notify::event(spec.name, &saved, pos, b.is_some(), a.is_some())
+            {
+                crate::notify::notify(&shared.pubsub, flags, class, event, k);
+            }
+        }
     }
     flow
 }

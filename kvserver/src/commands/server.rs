@@ -106,8 +106,16 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
             // Every pair is checked before any is applied.
             let mut changes = Vec::new();
             let mut password = None;
+            let mut notify = None;
             for pair in args[2..].chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).to_lowercase();
+                if name == "notify-keyspace-events" {
+                    match crate::notify::parse(&pair[1]) {
+                        Some(f) => notify = Some(f),
+                        None => return resp::error(out, "ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'."),
+                    }
+                    continue;
+                }
                 if name == "requirepass" {
                     // An empty password removes it (Redis' `nopass`).
                     password = Some((!pair[1].is_empty()).then(|| pair[1].clone()));
@@ -141,6 +149,9 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
             }
             if let Some(p) = password {
                 shared.set_password(p);
+            }
+            if let Some(f) = notify {
+                shared.notify_flags.store(f, Ordering::Relaxed);
             }
             resp::ok(out)
         }
@@ -181,6 +192,10 @@ fn config_table<L: ShardLock<Shard>>(shared: &Shared<L>) -> Vec<(String, String)
         (
             "requirepass".into(),
             String::from_utf8_lossy(&shared.password().unwrap_or_default()).into_owned(),
+        ),
+        (
+            "notify-keyspace-events".into(),
+            crate::notify::format(shared.notify_flags.load(Ordering::Relaxed)),
         ),
         ("maxmemory".into(), "0".into()),
         ("maxmemory-policy".into(), "noeviction".into()),

@@ -61,7 +61,13 @@ impl Shard {
 
     /// Looks at up to `pops` deadlines due by `now` and removes the entries that are really
     /// due (a deadline may be stale: the key was overwritten or deleted); returns how many.
-    pub(super) fn sweep(&mut self, now: u64, pops: usize) -> usize {
+    /// With `keys`, the removed keys are added to it (for `expired` keyspace notifications).
+    pub(super) fn sweep(
+        &mut self,
+        now: u64,
+        pops: usize,
+        mut keys: Option<&mut Vec<Vec<u8>>>,
+    ) -> usize {
         let mut removed = 0;
         for _ in 0..pops {
             match self.deadlines.peek() {
@@ -77,6 +83,9 @@ impl Shard {
                     for k in expired {
                         self.remove(h, &k);
                         removed += 1;
+                        if let Some(keys) = keys.as_deref_mut() {
+                            keys.push(k.into());
+                        }
                     }
                 }
                 _ => break,
@@ -95,7 +104,7 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// Removes up to two due entries of a shard the caller is writing anyway.
     pub(super) fn reclaim(&self, g: &mut Shard, clock: &mut Clock) {
         if !g.deadlines.is_empty() && g.due(clock.now()) {
-            let n = g.sweep(clock.now(), 2);
+            let n = g.sweep(clock.now(), 2, None);
             self.expired.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
@@ -181,6 +190,15 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// how many keys were removed and whether due entries remain (the caller then runs
     /// another pass at once instead of waiting for its next tick).
     pub async fn sweep(&self, chunk: usize) -> (usize, bool) {
+        self.sweep_collecting(chunk, None).await
+    }
+
+    /// [`Store::sweep`], adding the removed keys to `keys` if given.
+    pub async fn sweep_collecting(
+        &self,
+        chunk: usize,
+        mut keys: Option<&mut Vec<Vec<u8>>>,
+    ) -> (usize, bool) {
         let mut removed = 0;
         let mut more = false;
         for s in self.locks.iter() {
@@ -197,7 +215,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 // Old values of a shard no longer written are not kept past a sweep.
                 g.prune_undo(log.undo_horizon(), usize::MAX);
             }
-            removed += g.sweep(now, chunk);
+            removed += g.sweep(now, chunk, keys.as_deref_mut());
             more |= g.due(now);
         }
         self.expired.fetch_add(removed as u64, Ordering::Relaxed);
