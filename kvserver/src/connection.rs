@@ -309,7 +309,9 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
         if c.reading != Reading::Open && !want_write {
             break;
         }
-        let mut deadline = idle.map(|t| last_progress + t);
+        // As Redis: subscribers and monitors are not closed for being idle.
+        let listening = info.outbox.subscribed() || info.monitor.load(Ordering::Relaxed);
+        let mut deadline = idle.filter(|_| !listening).map(|t| last_progress + t);
         if over {
             let g = last_taken + grace;
             deadline = Some(deadline.map_or(g, |d| d.min(g)));

@@ -767,3 +767,28 @@ async fn redis_py_pubsub_sort_and_auth_agree_with_redis_server() {
     assert_eq!(ours, theirs);
     srv.stop().await.unwrap();
 }
+
+/// As in Redis, `timeout` does not close subscribers and monitors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_subscribers_and_monitors_stay_connected() {
+    let mut cfg = config(LockKind::Rwsem, None, Fsync::Everysec);
+    cfg.idle_timeout = Some(Duration::from_millis(300));
+    let srv = start(cfg).await;
+    let mut sub = Raw::open(srv.addr).await;
+    sub.call(&["SUBSCRIBE", "ch"]).await;
+    let mut mon = Raw::open(srv.addr).await;
+    mon.call(&["MONITOR"]).await;
+    let mut plain = Raw::open(srv.addr).await;
+    plain.call(&["PING"]).await;
+    // The plain client, idle as long as the other two, is closed...
+    assert!(plain.closed().await);
+    // ...and they still are there.
+    let mut p = connect(srv.addr).await;
+    let n: i64 = cmd(&mut p, &["PUBLISH", "ch", "still"]).await.unwrap();
+    assert_eq!(n, 1);
+    assert!(String::from_utf8_lossy(&sub.read().await).contains("still"));
+    // (after the lines of the commands before it: the plain client's PING, the new
+    // connection's handshake)
+    while !String::from_utf8_lossy(&mon.read().await).contains("\"PUBLISH\" \"ch\" \"still\"") {}
+    srv.stop().await.unwrap();
+}

@@ -8,6 +8,7 @@
 mod connection;
 mod debug;
 mod hashes;
+mod hooks;
 mod keys;
 mod lists;
 mod server;
@@ -99,39 +100,8 @@ pub async fn execute<L: ShardLock<Shard>>(
     let packed = packed_name(&args[0]).unwrap_or(0);
     let upper = packed.to_le_bytes();
     let name = &upper[..if packed == 0 { 0 } else { args[0].len() }];
-    if !client
-        .authenticated
-        .load(std::sync::atomic::Ordering::Relaxed)
-    {
-        // As Redis: an unknown command or a wrong arity is told first.
-        if spec(name).is_some_and(|s| !s.flags.contains(&"no_auth") && arity_ok(args, s.arity)) {
-            if shared.password().is_some() {
-                if client.multi.load(std::sync::atomic::Ordering::Relaxed)
-                    != crate::shared::NOT_IN_MULTI
-                {
-                    client.tx.lock().unwrap_or_else(|e| e.into_inner()).refused = true;
-                }
-                resp::error(out, "NOAUTH Authentication required.");
-                return Flow::Continue;
-            }
-            // The password was removed since this client connected.
-            client
-                .authenticated
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-    if client.resp() == 2
-        && client.outbox.subscribed()
-        && !crate::pubsub::allowed_when_subscribed(name)
-    {
-        if let Some(index) = spec_index_packed(packed, args[0].len()) {
-            let full = last_command_name(command_id(index, args));
-            resp::error(
-                out,
-                &format!("ERR Can't execute '{full}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"),
-            );
-            return Flow::Continue;
-        }
+    if hooks::refused(shared, client, name, packed, args, out) {
+        return Flow::Continue;
     }
     if client.multi.load(std::sync::atomic::Ordering::Relaxed) != crate::shared::NOT_IN_MULTI
         && !tx::runs_in_multi(name)
@@ -181,7 +151,7 @@ pub async fn execute<L: ShardLock<Shard>>(
         .notify_flags
         .load(std::sync::atomic::Ordering::Relaxed);
     let flow = if notify != 0 && spec.write {
-        notifying(shared, client, spec, name, args, out, seq, notify).await
+        hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
     } else {
         run(shared, client, spec, name, args, out, seq).await
     };
@@ -191,52 +161,7 @@ pub async fn execute<L: ShardLock<Shard>>(
     flow
 }
 
-/// [`run`] with keyspace notifications: each key the command names is fingerprinted before
-/// and after; the changed ones get their events ([`crate::notify::event`]).
-#[allow(clippy::too_many_arguments)]
-async fn notifying<L: ShardLock<Shard>>(
-    shared: &Arc<Shared<L>>,
-    client: &ClientInfo,
-    spec: &Spec,
-    name: &[u8],
-    args: &mut Args,
-    out: &mut Vec<u8>,
-    seq: &mut u64,
-    flags: u32,
-) -> Flow {
-    let mut keys: Vec<Vec<u8>> = if spec.name == "sort" {
-        // SORT writes only its STORE destination.
-        args.iter()
-            .position(|a| a.eq_ignore_ascii_case(b"STORE"))
-            .and_then(|i| args.get(i + 1))
-            .into_iter()
-            .cloned()
-            .collect()
-    } else {
-        tx::keys_of(spec, args).map(<[u8]>::to_vec).collect()
-    };
-    let mut seen = std::collections::HashSet::new();
-    keys.retain(|k| seen.insert(k.clone()));
-    let mut before = Vec::with_capacity(keys.len());
-    for k in &keys {
-        before.push(shared.store.fingerprint(k).await);
-    }
-    let saved = args.clone();
-    let flow = run(shared, client, spec, name, args, out, seq).await;
-    for (pos, (k, b)) in keys.iter().zip(before).enumerate() {
-        let a = shared.store.fingerprint(k).await;
-        if a != b {
-            for (class, event) in
-                crate::notify::event(spec.name, &saved, pos, b.is_some(), a.is_some())
-            {
-                crate::notify::notify(&shared.pubsub, flags, class, event, k);
-            }
-        }
-    }
-    flow
-}
-
-async fn run<L: ShardLock<Shard>>(
+pub(super) async fn run<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     client: &ClientInfo,
     spec: &Spec,
