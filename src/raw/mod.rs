@@ -232,6 +232,13 @@ impl RawRwLock {
         self.policy.policy()
     }
 
+    /// Does the policy keep a strict order (`Policy::fifo`)? One load of the stored
+    /// policy, for the typed layer (tokio's budget is charged at every acquire then).
+    #[inline]
+    pub(crate) fn policy_strict_order(&self) -> bool {
+        self.policy.strict_order()
+    }
+
     /// How long `who` may spin now, under `cap` (the policy's): the learned budget, or the
     /// cap itself when the policy's spin is not adaptive. `None`: do not spin.
     #[inline]

@@ -297,7 +297,9 @@ impl<T: ?Sized> RwLock<T> {
             let guard =
                 unsafe { RwLockReadGuard::new(Token::new(&self.raw, site, wait), self.data_ptr()) };
             #[cfg(feature = "tokio")]
-            coop::proceed().await;
+            if coop::charge_due(&self.raw) {
+                coop::Proceed.await;
+            }
             guard
         })
     }
@@ -346,7 +348,9 @@ impl<T: ?Sized> RwLock<T> {
                 RwLockWriteGuard::new(Token::new(&self.raw, site, wait), self.data_ptr_mut())
             };
             #[cfg(feature = "tokio")]
-            coop::proceed().await;
+            if coop::charge_due(&self.raw) {
+                coop::Proceed.await;
+            }
             guard
         })
     }
@@ -427,11 +431,16 @@ impl<T: ?Sized> RwLock<T> {
                 None => Wait::NONE,
             };
             let data = self.data_ptr();
+            // Asked before the guard takes `self` over.
+            #[cfg(feature = "tokio")]
+            let charge = coop::charge_due(&self.raw);
             // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data`
             // points to.
             let guard = unsafe { OwnedRwLockReadGuard::new(Token::new(self, site, wait), data) };
             #[cfg(feature = "tokio")]
-            coop::proceed().await;
+            if charge {
+                coop::Proceed.await;
+            }
             guard
         })
     }
@@ -464,11 +473,16 @@ impl<T: ?Sized> RwLock<T> {
                 None => Wait::NONE,
             };
             let data = self.data_ptr_mut();
+            // Asked before the guard takes `self` over.
+            #[cfg(feature = "tokio")]
+            let charge = coop::charge_due(&self.raw);
             // SAFETY: the acquire completed: we own the write lock of `self`, whose value `data`
             // points to.
             let guard = unsafe { OwnedRwLockWriteGuard::new(Token::new(self, site, wait), data) };
             #[cfg(feature = "tokio")]
-            coop::proceed().await;
+            if charge {
+                coop::Proceed.await;
+            }
             guard
         })
     }
@@ -574,7 +588,9 @@ impl<T: ?Sized> RwLock<T> {
                 RwLockUpgradableReadGuard::new(Token::new(&self.raw, site, wait), self.data_ptr())
             };
             #[cfg(feature = "tokio")]
-            coop::proceed().await;
+            if coop::charge_due(&self.raw) {
+                coop::Proceed.await;
+            }
             guard
         })
     }
@@ -643,12 +659,17 @@ impl<T: ?Sized> RwLock<T> {
                 None => Wait::NONE,
             };
             let data = self.data_ptr();
+            // Asked before the guard takes `self` over.
+            #[cfg(feature = "tokio")]
+            let charge = coop::charge_due(&self.raw);
             // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
             // `data` points to.
             let guard =
                 unsafe { OwnedRwLockUpgradableReadGuard::new(Token::new(self, site, wait), data) };
             #[cfg(feature = "tokio")]
-            coop::proceed().await;
+            if charge {
+                coop::Proceed.await;
+            }
             guard
         })
     }
