@@ -219,7 +219,7 @@ fn a_grant_of_queued_readers_restarts_the_count() {
     let r = assert_ready!(spawn(l.read()).poll());
     assert_eq!(l.raw.spin.passes(), 1);
     let r2 = assert_ready!(spawn(l.read()).poll());
-    assert_eq!(l.raw.count_word(), 2 * R | WAITERS | HANDOFF);
+    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS | HANDOFF);
     assert_eq!(
         l.raw.spin.passes(),
         0,
