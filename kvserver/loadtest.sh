@@ -10,7 +10,9 @@
 #   1. redis-benchmark SET and GET, random keys, -P 16 -c 50, appendfsync everysec;
 #   2. the same under appendfsync always (redis-server --appendfsync always beside it);
 #   3. the lock-sensitive scenario: src/bin/ycsb.rs --workloads long (long readers, SCAN,
-#      KEYS, large MGET, and SAVE beside a SET/GET stream), per command class;
+#      KEYS, large MGET, and SAVE beside a SET/GET stream), per command class; then the same
+#      under a memory limit (--maxmemory $MAXMEMORY, allkeys-lru, on kvserver and
+#      redis-server alike), so that writes evict as they go;
 #   4. redis-benchmark's default tests: which ones this server supports (one short run);
 #   5. with YCSB=1: YCSB-like workloads A, B, C;
 #   6. pipelines of $N_PIPE commands per client (one client): redis-benchmark -P 1000, and a
@@ -24,7 +26,8 @@
 # Knobs (environment): N (requests per redis-benchmark test), N_ALWAYS (the same under
 # always), REPS, RANDKEYS (-r), LOCKS, SECS (seconds per scenario run), LONG_READERS,
 # SHARDS (empty: the server's default), THREADS, YCSB, YCSB_OPS, YCSB_RECORDS, N_PIPE
-# (commands per client in section 6; 1000000 in both modes).
+# (commands per client in section 6; 1000000 in both modes), MAXMEMORY (section 3's limit;
+# 8mb: about a third of the 100000 keys fit).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -44,6 +47,7 @@ YCSB_OPS=${YCSB_OPS:-$([ -n "$QUICK" ] && echo 50000 || echo 200000)}
 YCSB_RECORDS=${YCSB_RECORDS:-100000}
 N_PIPE=${N_PIPE:-1000000}
 OUT=${OUT:-}
+MAXMEMORY=${MAXMEMORY:-8mb}
 
 for tool in redis-benchmark redis-cli; do
     command -v "$tool" >/dev/null || {
@@ -76,16 +80,19 @@ pick_port() {
     exit 1
 }
 
-# start TARGET(lock|redis) FSYNC -> sets PORT, PID
+# start TARGET(lock|redis) FSYNC [MAXMEMORY] -> sets PORT, PID (with MAXMEMORY: that limit,
+# allkeys-lru)
 start() {
     PORT=$(pick_port)
     local dir="$WORK/data-$1-$RANDOM"
+    local limit=()
+    [ -n "${3:-}" ] && limit=(--maxmemory "$3" --maxmemory-policy allkeys-lru)
     mkdir -p "$dir"
     if [ "$1" = redis ]; then
         redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly yes \
-            --appendfsync "$2" --dir "$dir" --daemonize no --logfile "$WORK/redis.log" &
+            --appendfsync "$2" --dir "$dir" --daemonize no --logfile "$WORK/redis.log" "${limit[@]}" &
     else
-        local args=(--port "$PORT" --lock "$1" --dir "$dir" --appendfsync "$2" --quiet)
+        local args=(--port "$PORT" --lock "$1" --dir "$dir" --appendfsync "$2" --quiet "${limit[@]}")
         [ -n "$SHARDS" ] && args+=(--shards "$SHARDS")
         [ -n "$THREADS" ] && args+=(--threads "$THREADS")
         "$KV" "${args[@]}" 2>>"$WORK/server.log" &
@@ -125,24 +132,33 @@ for rep in $(seq "$REPS"); do
     done
 done
 
-# ---- 3: the lock-sensitive scenario --------------------------------------------------------
+# ---- 3: the lock-sensitive scenario, then under a memory limit ------------------------------
 declare -A LONG
 CLASSES="SET GET SCAN KEYS MGET SAVE"
-echo "ycsb --workloads long --secs $SECS --long-readers $LONG_READERS, $REPS rep(s)" >&2
+echo "ycsb --workloads long --secs $SECS --long-readers $LONG_READERS, $REPS rep(s); again under --maxmemory $MAXMEMORY" >&2
 for rep in $(seq "$REPS"); do
-    for t in $TARGETS; do
-        start "$t" everysec
-        while IFS= read -r line; do
-            c=$(echo "$line" | sed -n 's/.*"class":"\([A-Z]*\)".*/\1/p')
-            [ -n "$c" ] || continue
-            for f in ops_per_sec p50_us p99_us max_us; do
-                v=$(echo "$line" | sed -n "s/.*\"$f\":\([0-9.]*\).*/\1/p")
-                LONG[$t,$c,$f]="${LONG[$t,$c,$f]:-} $(printf '%.0f' "$v")"
-            done
-        done < <(timeout 300 "$YCSB_BIN" --port "$PORT" --load --records 100000 --workloads long \
-            --secs "$SECS" --long-readers "$LONG_READERS" --json 2>>"$WORK/ycsb.log")
-        stop_server
-        echo "  rep $rep long $t: SET p99 $(echo "${LONG[$t,SET,p99_us]:-}" | awk '{print $NF}')us, SCAN $(echo "${LONG[$t,SCAN,ops_per_sec]:-}" | awk '{print $NF}')/s" >&2
+    for limit in "" "$MAXMEMORY"; do
+        for t in $TARGETS; do
+            # The limit's rows are keyed "mm:TARGET".
+            key=$t
+            [ -n "$limit" ] && key="mm:$t"
+            start "$t" everysec "$limit"
+            while IFS= read -r line; do
+                c=$(echo "$line" | sed -n 's/.*"class":"\([A-Z]*\)".*/\1/p')
+                [ -n "$c" ] || continue
+                for f in ops_per_sec p50_us p99_us max_us errors; do
+                    v=$(echo "$line" | sed -n "s/.*\"$f\":\([0-9.]*\).*/\1/p")
+                    LONG[$key,$c,$f]="${LONG[$key,$c,$f]:-} $(printf '%.0f' "${v:-0}")"
+                done
+            done < <(timeout 300 "$YCSB_BIN" --port "$PORT" --load --records 100000 --workloads long \
+                --secs "$SECS" --long-readers "$LONG_READERS" --json 2>>"$WORK/ycsb.log")
+            if [ -n "$limit" ]; then
+                ev=$(redis-cli -p "$PORT" info stats | tr -d '\r' | sed -n 's/^evicted_keys://p')
+                LONG[$key,evicted]="${LONG[$key,evicted]:-} ${ev:-0}"
+            fi
+            stop_server
+            echo "  rep $rep long${limit:+ (maxmemory $limit)} $t: SET p99 $(echo "${LONG[$key,SET,p99_us]:-}" | awk '{print $NF}')us, SCAN $(echo "${LONG[$key,SCAN,ops_per_sec]:-}" | awk '{print $NF}')/s" >&2
+        done
     done
 done
 
@@ -234,6 +250,21 @@ done
             ops=$(echo "${LONG[$t,$c,ops_per_sec]}" | median)
             ms() { echo "$1" | median | awk '{ if ($1 == "-") print "-"; else printf "%.1f", $1 / 1000 }'; }
             echo "| $(name_of "$t") | $c | $ops | $(ms "${LONG[$t,$c,p50_us]}") | $(ms "${LONG[$t,$c,p99_us]}") | $(ms "${LONG[$t,$c,max_us]}") |"
+        done
+    done
+    echo
+    echo "#### Lock-sensitive scenario under a memory limit: the same, --maxmemory $MAXMEMORY --maxmemory-policy allkeys-lru"
+    echo
+    echo "Per command class: ops/s, p50 / p99 / max latency in ms, errors (OOM would show there); keys evicted in the run."
+    echo
+    echo "| server | class | ops/s | p50 ms | p99 ms | max ms | errors | evicted |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|"
+    for t in $TARGETS; do
+        for c in $CLASSES; do
+            [ -n "${LONG[mm:$t,$c,ops_per_sec]:-}" ] || continue
+            ops=$(echo "${LONG[mm:$t,$c,ops_per_sec]}" | median)
+            ms() { echo "$1" | median | awk '{ if ($1 == "-") print "-"; else printf "%.1f", $1 / 1000 }'; }
+            echo "| maxmemory: $(name_of "$t") | $c | $ops | $(ms "${LONG[mm:$t,$c,p50_us]}") | $(ms "${LONG[mm:$t,$c,p99_us]}") | $(ms "${LONG[mm:$t,$c,max_us]}") | $(echo "${LONG[mm:$t,$c,errors]:-}" | median) | $(echo "${LONG[mm:$t,evicted]:-}" | median) |"
         done
     done
     echo

@@ -41,7 +41,8 @@
 //! `--aof-io direct|tokio-fs`, `--max-clients` (lowered to what `RLIMIT_NOFILE` allows),
 //! `--client-output-buffer-limit`, `--client-output-buffer-secs`, `--timeout` (idle seconds, 0 = never),
 //! `--max-bulk-len`, `--max-array-len`, `--max-inline-len`, `--max-request-len`,
-//! `--shutdown-timeout`, `--quiet`.
+//! `--shutdown-timeout`, `--maxmemory` (bytes; `100mb`, `1gb`), `--maxmemory-policy`, `--maxmemory-samples`,
+//! `--quiet`.
 
 pub mod aof;
 pub mod commands;

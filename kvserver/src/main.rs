@@ -106,6 +106,26 @@ struct Cli {
     /// Print only warnings and errors.
     #[arg(long)]
     quiet: bool,
+    /// Memory limit for the data (bytes, or with a unit: 100mb, 1gb; 0: none), as Redis'
+    /// maxmemory; the server's own estimate of its entries is compared with it.
+    #[arg(long, default_value = "0", value_parser = parse_bytes)]
+    maxmemory: u64,
+    /// What to do when the limit is reached: noeviction (refuse writes that add data),
+    /// allkeys-lru, volatile-lru, allkeys-lfu, volatile-lfu, allkeys-random, volatile-random,
+    /// volatile-ttl.
+    #[arg(long, default_value = "noeviction", value_parser = parse_policy)]
+    maxmemory_policy: store::Policy,
+    /// Keys sampled per eviction (more: closer to true LRU/LFU, slower).
+    #[arg(long, default_value_t = store::DEFAULT_SAMPLES)]
+    maxmemory_samples: usize,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    store::parse_bytes(s).ok_or_else(|| format!("not a byte count: {s} (e.g. 1000000, 100mb, 1gb)"))
+}
+
+fn parse_policy(s: &str) -> Result<store::Policy, String> {
+    store::Policy::parse(s).ok_or_else(|| format!("unknown policy {s}"))
 }
 
 fn main() {
@@ -142,6 +162,9 @@ fn main() {
         .requirepass
         .filter(|p| !p.is_empty())
         .map(String::into_bytes);
+    config.maxmemory = cli.maxmemory;
+    config.maxmemory_policy = cli.maxmemory_policy;
+    config.maxmemory_samples = cli.maxmemory_samples.max(1);
     let quiet = cli.quiet;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();

@@ -121,6 +121,9 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         )?;
     }
     let (store, report) = Store::<L>::open(config.shards, config.persistence.as_ref())?;
+    store.set_maxmemory(config.maxmemory);
+    store.set_policy(config.maxmemory_policy).await;
+    store.set_samples(config.maxmemory_samples);
     if let Some(r) = &report {
         for w in &r.warnings {
             eprintln!("kvserver: WARNING: {w}");

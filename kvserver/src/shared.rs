@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::aof::Fsync;
 use crate::lock::LockKind;
 use crate::resp::Limits;
-use crate::store::{Persistence, Store};
+use crate::store::{Persistence, Policy, Store, DEFAULT_SAMPLES};
 
 /// Everything the server can be told.
 #[derive(Clone, Debug)]
@@ -44,6 +44,10 @@ pub struct Config {
     /// Unsent output (messages, `MONITOR` lines) past which a subscriber or monitor is
     /// disconnected (Redis' `client-output-buffer-limit pubsub` hard limit). 0: no limit.
     pub pubsub_output_buffer_limit: usize,
+    /// `maxmemory` in bytes (0: no limit), its policy and `maxmemory-samples`.
+    pub maxmemory: u64,
+    pub maxmemory_policy: Policy,
+    pub maxmemory_samples: usize,
 }
 
 impl Config {
@@ -64,6 +68,9 @@ impl Config {
             quiet: false,
             requirepass: None,
             pubsub_output_buffer_limit: crate::pubsub::DEFAULT_PUBSUB_OUTPUT_LIMIT,
+            maxmemory: 0,
+            maxmemory_policy: Policy::NoEviction,
+            maxmemory_samples: DEFAULT_SAMPLES,
         }
     }
 }

@@ -193,8 +193,8 @@ async fn scan<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Ve
 /// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT|HELP`. There is one representation per type here;
 /// `ENCODING` names the one Redis 7.0 would use for the value as it is now (by its size and the
 /// thresholds `CONFIG SET` changes), not by its history (Redis keeps `raw` after an `APPEND` to
-/// a small string, for one). Access times and frequencies are not tracked: `FREQ` gets Redis'
-/// error for a server without an LFU policy, `IDLETIME` an error that says so.
+/// a small string, for one). `FREQ` (under an LFU policy) and `IDLETIME` (under the others)
+/// read the access data eviction ranks keys by, as Redis does, without counting an access.
 async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
     let sub = args[1].to_ascii_uppercase();
     match (&sub[..], args.len()) {
@@ -204,9 +204,9 @@ async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
                 "ENCODING <key>",
                 "    Return the kind of internal representation the value of <key> would have in Redis.",
                 "FREQ <key>",
-                "    Not tracked here (no LFU policy).",
+                "    Return the access frequency index of the key <key>.",
                 "IDLETIME <key>",
-                "    Not tracked here.",
+                "    Return the idle time of the key <key>.",
                 "REFCOUNT <key>",
                 "    Always 1.",
                 "HELP",
@@ -217,7 +217,22 @@ async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
                 resp::simple(out, l);
             }
         }
-        (b"ENCODING" | b"FREQ" | b"IDLETIME" | b"REFCOUNT", 3) => {
+        (b"FREQ" | b"IDLETIME", 3) => {
+            let freq = &sub[..] == b"FREQ";
+            match shared.store.access_info(&args[2], freq).await {
+                Ok(Some(n)) => resp::integer(out, n as i64),
+                Ok(None) => resp::null(out),
+                Err(()) if freq => resp::error(
+                    out,
+                    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+                ),
+                Err(()) => resp::error(
+                    out,
+                    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+                ),
+            }
+        }
+        (b"ENCODING" | b"REFCOUNT", 3) => {
             let s = &shared.settings;
             let enc = shared
                 .store
@@ -225,21 +240,11 @@ async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
                 .await;
             match (enc, &sub[..]) {
                 (None, _) => resp::null(out),
-                (Some("int" | "embstr"), b"ENCODING")
-                    if shared.raw_strings.contains(&args[2]) =>
-                {
+                (Some("int" | "embstr"), b"ENCODING") if shared.raw_strings.contains(&args[2]) => {
                     resp::bulk(out, b"raw")
                 }
                 (Some(e), b"ENCODING") => resp::bulk(out, e.as_bytes()),
-                (Some(_), b"REFCOUNT") => resp::integer(out, 1),
-                (Some(_), b"FREQ") => resp::error(
-                    out,
-                    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
-                ),
-                (Some(_), _) => resp::error(
-                    out,
-                    "ERR this server does not track access times (OBJECT IDLETIME)",
-                ),
+                (Some(_), _) => resp::integer(out, 1),
             }
         }
         (b"ENCODING" | b"FREQ" | b"IDLETIME" | b"REFCOUNT", _) => resp::error(

@@ -26,12 +26,30 @@ use std::sync::Arc;
 use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::{ClientInfo, Shared};
-use crate::store::Shard;
+use crate::store::{Shard, OOM};
 
 /// The `seq` a command leaves when its reply shows data but it logged nothing (a read, or a
 /// write that changed nothing): the connection must not send it if a log failure may have
 /// undone what it saw.
 pub const READ: u64 = u64::MAX;
+
+/// The memory limit's evictions before a command (see [`crate::store::Store::evict`]), each
+/// told as an `evicted` keyspace notification when those are on; `false`: still over the
+/// limit.
+async fn evict<L: ShardLock<Shard>>(shared: &Shared<L>) -> bool {
+    let flags = shared
+        .notify_flags
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if flags & crate::notify::EVICTED == 0 {
+        return shared.store.evict().await;
+    }
+    let mut keys = Vec::new();
+    let ok = shared.store.evict_collecting(Some(&mut keys)).await;
+    for k in &keys {
+        crate::notify::notify(&shared.pubsub, flags, crate::notify::EVICTED, "evicted", k);
+    }
+    ok
+}
 
 /// Whether the connection goes on after this command.
 #[derive(Debug, PartialEq, Eq)]
@@ -103,9 +121,15 @@ pub async fn execute<L: ShardLock<Shard>>(
     if hooks::refused(shared, client, name, packed, args, out) {
         return Flow::Continue;
     }
-    if client.multi.load(std::sync::atomic::Ordering::Relaxed) != crate::shared::NOT_IN_MULTI
-        && !tx::runs_in_multi(name)
-    {
+    let in_multi =
+        client.multi.load(std::sync::atomic::Ordering::Relaxed) != crate::shared::NOT_IN_MULTI;
+    if in_multi && !tx::runs_in_multi(name) {
+        // Queued under the memory limit as Redis queues: a `denyoom` command is refused (and
+        // the transaction with it) while nothing can be evicted.
+        if spec(name).is_some_and(|s| s.deny_oom) && !evict(shared).await {
+            tx::refuse(client, OOM, out);
+            return Flow::Continue;
+        }
         tx::queue(client, name, std::mem::take(args), out);
         return Flow::Continue;
     }
@@ -121,6 +145,20 @@ pub async fn execute<L: ShardLock<Shard>>(
     if !arity_ok(args, spec.arity) {
         shared.stats.count_command(index, true);
         wrong_args(out, &args[0]);
+        return Flow::Continue;
+    }
+    // The memory limit (Redis' `performEvictions` before every command): evict what the
+    // policy allows; refuse a `denyoom` command (an `EXEC` that queued one) if still over.
+    if shared.store.maxmemory() != 0
+        && !evict(shared).await
+        && (spec.deny_oom || (name == b"EXEC" && in_multi && tx::queued_deny_oom(client)))
+    {
+        shared.stats.count_command(index, true);
+        if name == b"EXEC" {
+            tx::abort(shared, client, OOM, out);
+        } else {
+            resp::error(out, OOM);
+        }
         return Flow::Continue;
     }
     shared.stats.count_command(index, false);
@@ -371,6 +409,8 @@ pub struct Spec {
     pub data: bool,
     /// Whether `flags` has `write`.
     pub write: bool,
+    /// Whether `flags` has `denyoom` (refused over the memory limit).
+    pub deny_oom: bool,
     /// Where it runs.
     pub module: Module,
 }
@@ -390,6 +430,7 @@ macro_rules! spec {
             complexity: $cx,
             data: $data,
             write: has_flag(&[$($flag),*], "write"),
+            deny_oom: has_flag(&[$($flag),*], "denyoom"),
             module: module_of($name, $group),
         }
     };

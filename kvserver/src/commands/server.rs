@@ -12,7 +12,7 @@ use crate::glob;
 use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::{fsync_name, Settings, Shared, ENCODING_SETTINGS};
-use crate::store::Shard;
+use crate::store::{parse_bytes, Policy, Shard};
 
 /// Runs one command of this module (the dispatcher checked its name and arity).
 pub(super) async fn execute<L: ShardLock<Shard>>(
@@ -47,7 +47,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             let text = info(shared, &args[1..]).await;
             resp::verbatim(out, text.as_bytes());
         }
-        b"CONFIG" => config(shared, args, out),
+        b"CONFIG" => config(shared, args, out).await,
         b"TIME" => {
             let d = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -80,7 +80,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
 /// `CONFIG GET pattern...` and `CONFIG SET name value...`: the settings of [`Settings`] can be
 /// changed; the others (the flags the server was started with) only set to the value they
 /// have. `RESETSTAT` and `REWRITE` are refused.
-fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
+async fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
     let sub = args[1].to_ascii_uppercase();
     let table = config_table(shared);
     match &sub[..] {
@@ -107,6 +107,7 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
             let mut changes = Vec::new();
             let mut password = None;
             let mut notify = None;
+            let mut memory = Vec::new();
             for pair in args[2..].chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).to_lowercase();
                 if name == "notify-keyspace-events" {
@@ -119,6 +120,18 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
                 if name == "requirepass" {
                     // An empty password removes it (Redis' `nopass`).
                     password = Some((!pair[1].is_empty()).then(|| pair[1].clone()));
+                    continue;
+                }
+                if let Some(change) = MemorySetting::parse(&name, &pair[1]) {
+                    match change {
+                        Ok(c) => memory.push(c),
+                        Err(why) => {
+                            return resp::error(
+                                out,
+                                &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"),
+                            )
+                        }
+                    }
                     continue;
                 }
                 if let Some(setting) = Settings::name(&name) {
@@ -153,6 +166,13 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
             if let Some(f) = notify {
                 shared.notify_flags.store(f, Ordering::Relaxed);
             }
+            for c in memory {
+                match c {
+                    MemorySetting::Max(b) => shared.store.set_maxmemory(b),
+                    MemorySetting::Policy(p) => shared.store.set_policy(p).await,
+                    MemorySetting::Samples(n) => shared.store.set_samples(n),
+                }
+            }
             resp::ok(out)
         }
         b"GET" | b"SET" => wrong_sub_args(out, args),
@@ -164,10 +184,38 @@ fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8
     }
 }
 
+/// A change of the memory limit's settings, checked.
+enum MemorySetting {
+    Max(u64),
+    Policy(Policy),
+    Samples(usize),
+}
+
+impl MemorySetting {
+    /// `None`: not one of them; `Err`: why the value is refused (Redis' words).
+    fn parse(name: &str, value: &[u8]) -> Option<Result<MemorySetting, String>> {
+        let v = String::from_utf8_lossy(value);
+        Some(match name {
+            "maxmemory" => parse_bytes(&v)
+                .map(MemorySetting::Max)
+                .ok_or_else(|| "argument must be a memory value".into()),
+            "maxmemory-policy" => Policy::parse(&v).map(MemorySetting::Policy).ok_or_else(|| {
+                "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction".into()
+            }),
+            "maxmemory-samples" => match v.parse::<usize>() {
+                Ok(n) if (1..=64).contains(&n) => Ok(MemorySetting::Samples(n)),
+                _ => Err("argument must be between 1 and 64 inclusive".into()),
+            },
+            _ => return None,
+        })
+    }
+}
+
 /// Every setting `CONFIG GET` shows, with its value now.
 fn config_table<L: ShardLock<Shard>>(shared: &Shared<L>) -> Vec<(String, String)> {
     let c = &shared.config;
     let persist = c.persistence.as_ref();
+    let mem = shared.store.memory_info();
     let mut table: Vec<(String, String)> = vec![
         ("save".into(), String::new()),
         (
@@ -197,8 +245,9 @@ fn config_table<L: ShardLock<Shard>>(shared: &Shared<L>) -> Vec<(String, String)
             "notify-keyspace-events".into(),
             crate::notify::format(shared.notify_flags.load(Ordering::Relaxed)),
         ),
-        ("maxmemory".into(), "0".into()),
-        ("maxmemory-policy".into(), "noeviction".into()),
+        ("maxmemory".into(), mem.maxmemory.to_string()),
+        ("maxmemory-policy".into(), mem.policy.name().into()),
+        ("maxmemory-samples".into(), mem.samples.to_string()),
         ("cluster-enabled".into(), "no".into()),
         ("replicaof".into(), String::new()),
         ("slaveof".into(), String::new()),
@@ -267,22 +316,18 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, sections: &[Vec<u8>]) -> 
     if want("stats") {
         let _ = write!(
             s,
-            "# Stats\r\ntotal_connections_received:{}\r\nrejected_connections:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nprotocol_errors:{}\r\nexpired_keys:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\nrejected_connections:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nprotocol_errors:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             st.total_connections.load(Ordering::Relaxed),
             st.rejected_connections.load(Ordering::Relaxed),
             st.commands.load(Ordering::Relaxed),
             st.protocol_errors.load(Ordering::Relaxed),
             shared.store.expired_keys(),
+            shared.store.memory_info().evicted,
             st.output_limit_disconnections.load(Ordering::Relaxed),
         );
     }
     if want("memory") {
-        // The process's resident size: the server has no allocator statistics of its own.
-        let rss = resident_bytes();
-        let _ = write!(
-            s,
-            "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n"
-        );
+        memory_section(shared, &mut s);
     }
     if want("replication") {
         s.push_str(
@@ -480,6 +525,64 @@ fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
     }
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (secs(u.ru_utime), secs(u.ru_stime))
+}
+
+/// `INFO memory`, Redis' fields from the server's own accounting: `used_memory` is the
+/// estimate of the entries (`used_memory_dataset`, what `maxmemory` is compared with) plus the
+/// shards' structures (`used_memory_startup`) and the clients' unsent replies and unparsed
+/// requests (`mem_clients_normal`, which eviction does not count: `mem_not_counted_for_evict`).
+fn memory_section<L: ShardLock<Shard>>(shared: &Shared<L>, s: &mut String) {
+    let m = shared.store.memory_info();
+    let clients: usize = shared
+        .clients()
+        .iter()
+        .map(|c| c.in_bytes.load(Ordering::Relaxed) + c.outbox.out_bytes.load(Ordering::Relaxed))
+        .sum();
+    let overhead = m.startup + clients;
+    let used = (overhead + m.dataset) as u64;
+    let peak = shared.store.note_peak(used);
+    let rss = resident_bytes();
+    // SAFETY: sysconf has no preconditions.
+    let system = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) }.max(0) as u64
+        * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            a as f64 * 100.0 / b as f64
+        }
+    };
+    let _ = write!(
+        s,
+        "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:{}\r\nused_memory_dataset:{}\r\nused_memory_dataset_perc:{:.2}%\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:{clients}\r\nmem_clients_normal:{clients}\r\nmem_allocator:libc\r\n\r\n",
+        human(used),
+        human(rss),
+        human(peak),
+        pct(used, peak),
+        m.startup,
+        m.dataset,
+        pct(m.dataset as u64, used.saturating_sub(m.startup as u64)),
+        human(system),
+        m.maxmemory,
+        human(m.maxmemory),
+        m.policy.name(),
+        if used == 0 { 0.0 } else { rss as f64 / used as f64 },
+    );
+}
+
+/// A byte count as Redis' `bytesToHuman` prints it (`1.50M`).
+fn human(n: u64) -> String {
+    let units = [
+        (1u64 << 50, 'P'),
+        (1 << 40, 'T'),
+        (1 << 30, 'G'),
+        (1 << 20, 'M'),
+        (1 << 10, 'K'),
+    ];
+    match units.iter().find(|(u, _)| n >= *u) {
+        Some(&(u, c)) => format!("{:.2}{c}", n as f64 / u as f64),
+        None => format!("{n}B"),
+    }
 }
 
 /// The process's resident set size in bytes (`/proc/self/statm`), 0 where unknown.

@@ -165,6 +165,31 @@ pub(super) fn discard<L>(shared: &Shared<L>, client: &ClientInfo) {
 }
 
 /// Leaves `MULTI`: returns the queue and whether a command was refused while queueing.
+/// Refuses a command sent inside `MULTI` with `error` (which dooms the transaction).
+pub(super) fn refuse(client: &ClientInfo, error: &str, out: &mut Vec<u8>) {
+    client.tx.lock().unwrap_or_else(|e| e.into_inner()).refused = true;
+    resp::error(out, error);
+}
+
+/// Whether a queued command is flagged `denyoom` (then so is the `EXEC`, as in Redis).
+pub(super) fn queued_deny_oom(client: &ClientInfo) -> bool {
+    let tx = client.tx.lock().unwrap_or_else(|e| e.into_inner());
+    tx.queued
+        .iter()
+        .any(|a| spec(&a[0].to_ascii_uppercase()).is_some_and(|s| s.deny_oom))
+}
+
+/// Refuses an `EXEC` before it runs: the transaction is discarded, and the reply says why, as
+/// Redis' `execCommandAbort`.
+pub(super) fn abort<L>(shared: &Shared<L>, client: &ClientInfo, error: &str, out: &mut Vec<u8>) {
+    end_multi(client);
+    unwatch(shared, client);
+    resp::error(
+        out,
+        &format!("EXECABORT Transaction discarded because of: {error}"),
+    );
+}
+
 fn end_multi(client: &ClientInfo) -> (Vec<Args>, bool) {
     let mut tx = client.tx.lock().unwrap_or_else(|e| e.into_inner());
     client.multi.store(NOT_IN_MULTI, Ordering::Relaxed);

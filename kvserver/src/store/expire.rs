@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
 
+use super::evict;
 use super::undo::{undo_expire, undo_key};
 use super::{now_ms, Clock, ExpireCond, Shard, Store, StoreResult};
 use crate::aof;
@@ -199,6 +200,8 @@ impl<L: ShardLock<Shard>> Store<L> {
         chunk: usize,
         mut keys: Option<&mut Vec<Vec<u8>>>,
     ) -> (usize, bool) {
+        evict::tick();
+        self.note_peak(self.used_memory() as u64);
         let mut removed = 0;
         let mut more = false;
         for s in self.locks.iter() {

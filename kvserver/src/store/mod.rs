@@ -29,7 +29,8 @@
 //! `shard.rs`: a shard's map and slots; `read.rs` and `write.rs`: the store's operations;
 //! `expire.rs`: deadlines, reclaiming and the sweep, and the commands that set them;
 //! `undo.rs`: putting back a write whose record failed; `txn.rs`: `EXEC`'s locks and log;
-//! `persist.rs`: opening from the snapshot and log, appending records, `SAVE`.
+//! `persist.rs`: opening from the snapshot and log, appending records, `SAVE`; `evict.rs`:
+//! the memory estimate, access data and eviction under `maxmemory`.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -41,6 +42,7 @@ use crate::aof::{Fsync, Log, LogIo};
 use crate::lock::ShardLock;
 use undo::UndoLog;
 
+mod evict;
 mod expire;
 mod persist;
 mod read;
@@ -51,6 +53,7 @@ mod txn;
 mod undo;
 mod write;
 
+pub use evict::{parse_bytes, value_cost, MemoryInfo, Policy, DEFAULT_SAMPLES, OOM};
 pub use shard::{Entry, Shard};
 
 /// Milliseconds since the unix epoch.
@@ -175,6 +178,11 @@ pub struct Store<L> {
     /// `EXEC`s running now: while none does, no task has shards lent or a transaction's log
     /// to write into, and the task-local is not looked at.
     txns: std::sync::atomic::AtomicUsize,
+    /// Per shard: its published estimate of its entries' bytes (see [`evict`]).
+    mem: Box<[std::sync::Arc<evict::MemCell>]>,
+    /// `maxmemory` and its policy.
+    limits: evict::Limits,
+    evictor: evict::Evictor,
 }
 
 impl<L: ShardLock<Shard>> Store<L> {

@@ -3,6 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::evict;
 use super::txn::{in_txn, IN_TXN, TXN};
 use super::{now_ms, shard_of, Clock, Entry, Persistence, SaveState, Shard, Store, StoreResult};
 use crate::aof::{self, Log, Op};
@@ -80,6 +81,8 @@ impl<L: ShardLock<Shard>> Store<L> {
             log = Some(Log::open(&p.dir, r.base, p.fsync, p.io, dir_lock)?);
             report = Some(r);
         }
+        evict::tick();
+        let mem = shards.iter().map(|s| s.mem_pub.clone()).collect();
         let store = Store {
             // Commands that take several shards take them in index order: a nesting to
             // lockdep (`AsyncRwLock::new_shard`).
@@ -100,6 +103,9 @@ impl<L: ShardLock<Shard>> Store<L> {
             save_lock: tokio::sync::Mutex::new(()),
             expired: AtomicU64::new(0),
             txns: Default::default(),
+            mem,
+            limits: evict::Limits::new(),
+            evictor: Default::default(),
         };
         Ok((store, report))
     }

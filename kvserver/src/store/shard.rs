@@ -3,7 +3,10 @@
 use std::cmp::Reverse;
 use std::collections::{hash_map, BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
+use super::evict::{self, MemCell};
 use super::undo::UndoOp;
 use crate::value::{self, Mutation, Value};
 
@@ -39,6 +42,8 @@ impl Hasher for HashBits {
 pub(super) struct Slot {
     pub(super) key: SlotKey,
     pub(super) entry: Entry,
+    /// The access data eviction ranks by (see [`evict`]), of the slot's keys together.
+    pub(super) access: AtomicU32,
     pub(super) more: Vec<(Box<[u8]>, Entry)>,
 }
 
@@ -105,6 +110,12 @@ pub struct Shard {
     /// oldest first (by record: the shard's write lock orders them). It belongs to the lock,
     /// not to the data: `FLUSHALL` and its undo leave it in place.
     pub(super) undo: VecDeque<(u64, UndoOp)>,
+    /// The estimated bytes of the entries ([`evict::entry_cost`]), and where they are
+    /// published for the limit's check, which takes no lock.
+    pub(super) mem: usize,
+    pub(super) mem_pub: Arc<MemCell>,
+    /// Whether an access updates LFU data (an LFU policy) rather than the LRU clock.
+    pub(super) lfu: bool,
 }
 
 /// A map of a [`Shard`] that reaches this many hashes splits in two...
@@ -118,6 +129,11 @@ pub(super) const MAX_BITS: u32 = 20;
 impl Shard {
     /// Shard `index` of `shards`, empty.
     pub(super) fn new(index: usize, shards: usize) -> Shard {
+        Shard::with_cell(index, shards, evict::mem_cell(), false)
+    }
+
+    fn with_cell(index: usize, shards: usize, mem_pub: Arc<MemCell>, lfu: bool) -> Shard {
+        mem_pub.0.store(0, Ordering::Relaxed);
         Shard {
             maps: vec![(Map::default(), 0)],
             dir: vec![0],
@@ -128,6 +144,9 @@ impl Shard {
             volatile: 0,
             deadlines: BinaryHeap::new(),
             undo: VecDeque::new(),
+            mem: 0,
+            mem_pub,
+            lfu,
         }
     }
 
@@ -188,28 +207,74 @@ impl Shard {
         }
     }
 
+    /// The entry of a key, as an access (eviction's access data is updated).
     pub(super) fn get(&self, h: u64, key: &[u8]) -> Option<&Entry> {
         let s = self.map(h).get(&h)?;
+        let e = Shard::in_slot(s, key)?;
+        evict::touch(&s.access, self.lfu);
+        Some(e)
+    }
+
+    /// The entry of a key, not counted as an access.
+    pub(super) fn peek(&self, h: u64, key: &[u8]) -> Option<&Entry> {
+        Shard::in_slot(self.map(h).get(&h)?, key)
+    }
+
+    /// The access data of a key live at `now`, not counted as an access.
+    pub(super) fn peek_access(&self, h: u64, key: &[u8], now: u64) -> Option<u32> {
+        let s = self.map(h).get(&h)?;
+        let e = Shard::in_slot(s, key)?;
+        (e.expire_at == 0 || e.expire_at > now).then(|| s.access.load(Ordering::Relaxed))
+    }
+
+    fn in_slot<'a>(s: &'a Slot, key: &[u8]) -> Option<&'a Entry> {
         if &*s.key == key {
             return Some(&s.entry);
         }
         s.more.iter().find(|(k, _)| &**k == key).map(|(_, e)| e)
     }
 
+    /// The entry of a key, to change in place, as an access. Whoever changes its value
+    /// through it tells [`Shard::add_mem`] the difference.
     pub(super) fn get_mut(&mut self, h: u64, key: &[u8]) -> Option<&mut Entry> {
+        let lfu = self.lfu;
         let s = self.map_mut(h).get_mut(&h)?;
+        evict::touch_mut(&mut s.access, lfu);
         if &*s.key == key {
             return Some(&mut s.entry);
         }
         s.more.iter_mut().find(|(k, _)| &**k == key).map(|(_, e)| e)
     }
 
+    /// Changes the estimate of the entries' bytes by `delta`, and publishes it.
+    pub(super) fn add_mem(&mut self, delta: isize) {
+        self.mem = self.mem.wrapping_add_signed(delta);
+        self.mem_pub.0.store(self.mem, Ordering::Relaxed);
+    }
+
+    /// Publishes the estimate again (after the shard was swapped whole).
+    pub(super) fn publish_mem(&self) {
+        self.mem_pub.0.store(self.mem, Ordering::Relaxed);
+    }
+
+    /// Applies a change to the aggregate of a key that exists, keeping the estimate of the
+    /// bytes; returns its inverse (`None`: the key is absent or of another type).
+    pub(super) fn apply(&mut self, h: u64, key: &[u8], m: Mutation) -> Option<Vec<Mutation>> {
+        let cost = evict::ChangeCost::of(&m);
+        let e = self.get_mut(h, key)?;
+        let inverse = value::apply(&mut e.value, m)?;
+        self.add_mem(cost.after(&inverse));
+        Some(inverse)
+    }
+
     /// Inserts or replaces; returns the entry replaced.
     pub(super) fn insert(&mut self, h: u64, key: &[u8], entry: Entry) -> Option<Entry> {
         if let Some(e) = self.get_mut(h, key) {
             let new_at = entry.expire_at;
+            let new_cost = evict::value_cost(&entry.value);
             let old = std::mem::replace(e, entry);
             self.deadline_changed(h, old.expire_at, new_at);
+            self.add_mem(new_cost as isize - evict::value_cost(&old.value) as isize);
             return Some(old);
         }
         self.insert_absent(h, key, entry);
@@ -229,11 +294,14 @@ impl Shard {
             self.deadline_changed(h, 0, entry.expire_at);
         }
         self.len += 1;
+        self.add_mem(evict::entry_cost(key.as_ref(), &entry) as isize);
+        let access = AtomicU32::new(evict::new_access(self.lfu));
         match self.map_mut(h).entry(h) {
             hash_map::Entry::Vacant(v) => {
                 v.insert(Slot {
                     key: SlotKey::new(key),
                     entry,
+                    access,
                     more: Vec::new(),
                 });
                 self.split_if_full(h);
@@ -269,9 +337,11 @@ impl Shard {
                 self.insert(h, key, fresh());
             }
         }
-        let e = self.get_mut(h, key).expect("inserted above");
-        value::apply(&mut e.value, m).expect("same type");
-        if e.value.is_empty_aggregate() {
+        self.apply(h, key, m).expect("same type");
+        if self
+            .peek(h, key)
+            .is_some_and(|e| e.value.is_empty_aggregate())
+        {
             self.remove(h, key);
         }
     }
@@ -323,6 +393,7 @@ impl Shard {
         if removed.expire_at != 0 {
             self.volatile -= 1;
         }
+        self.add_mem(-(evict::entry_cost(key, &removed) as isize));
         Some(removed)
     }
 
@@ -334,7 +405,12 @@ impl Shard {
 
     /// An empty shard in this one's place (its undo list empty too).
     pub(super) fn emptied(&self) -> Shard {
-        Shard::new(self.index as usize, self.shards as usize)
+        Shard::with_cell(
+            self.index as usize,
+            self.shards as usize,
+            self.mem_pub.clone(),
+            self.lfu,
+        )
     }
 
     /// The (hash, key, entry) of a slot.
@@ -377,5 +453,64 @@ impl Shard {
             v
         })
         .flat_map(|(h, s)| Shard::slot_entries(h, s))
+    }
+
+    /// Up to `n` live keys picked at random for eviction (with their access data and
+    /// deadline): consecutive entries from a random position, as Redis' `dictGetSomeKeys`
+    /// takes them, or (`volatile`) keys with a deadline, from random places of the heap of
+    /// deadlines (a stale place is skipped).
+    pub(super) fn sample(&self, n: usize, volatile: bool) -> Vec<(Vec<u8>, u32, u64)> {
+        let now = super::now_ms();
+        let live = |e: &Entry| e.expire_at == 0 || e.expire_at > now;
+        let mut out: Vec<(Vec<u8>, u32, u64)> = Vec::with_capacity(n);
+        let take = |out: &mut Vec<(Vec<u8>, u32, u64)>, k: &[u8], s: &Slot, e: &Entry| {
+            if live(e) && !out.iter().any(|(o, _, _)| o == k) {
+                out.push((k.to_vec(), s.access.load(Ordering::Relaxed), e.expire_at));
+            }
+        };
+        if volatile {
+            // Random places first; if they were all stale while keys with a deadline remain
+            // (the heap keeps up to twice as many stale places as live ones, plus 1024), the
+            // places in order from a random one.
+            let heap = self.deadlines.as_slice();
+            let start = rand::random::<usize>() % heap.len().max(1);
+            let random = (0..heap.len().min(3 * n)).map(|_| rand::random::<usize>() % heap.len());
+            let in_order = (0..heap.len()).map(|k| (start + k) % heap.len());
+            let mut places = random.chain(in_order.take_while(|_| self.volatile > 0));
+            while out.len() < n {
+                let Some(p) = places.next() else { break };
+                let Reverse((at, h)) = heap[p];
+                if let Some(s) = self.map(h).get(&h) {
+                    for (_, k, e) in Shard::slot_entries(h, s) {
+                        if e.expire_at == at {
+                            take(&mut out, k, s, e);
+                        }
+                    }
+                }
+            }
+            return out;
+        }
+        if self.len == 0 {
+            return out;
+        }
+        let mut skip = rand::random::<usize>() % self.len;
+        let mut m = 0;
+        while m + 1 < self.maps.len() && skip >= self.maps[m].0.len() {
+            skip -= self.maps[m].0.len();
+            m += 1;
+        }
+        let slots = (self.maps[m..].iter().chain(&self.maps[..m]))
+            .flat_map(|(map, _)| map.iter())
+            .skip(skip)
+            .take(10 * n);
+        for (&h, s) in slots {
+            for (_, k, e) in Shard::slot_entries(h, s) {
+                take(&mut out, k, s, e);
+            }
+            if out.len() >= n {
+                break;
+            }
+        }
+        out
     }
 }

@@ -217,3 +217,112 @@ fn a_shards_maps_split_into_a_consistent_directory() {
         check(&shard, &kept);
     }
 }
+
+/// The memory estimate is kept exactly through every kind of change (whole values set and
+/// replaced, changes to aggregates and their inverses, deletes): after a random run it equals
+/// the cost of the entries counted afresh, and an emptied shard is back at zero.
+#[test]
+fn the_memory_estimate_follows_every_change_exactly() {
+    use crate::value::Mutation;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
+    let mut shard = Shard::new(0, 1);
+    let recount = |s: &Shard| -> usize {
+        s.entries()
+            .map(|(_, k, e)| super::evict::entry_cost(k, e))
+            .sum()
+    };
+    let bytes = |rng: &mut rand::rngs::SmallRng| -> Vec<u8> {
+        let n = rng.gen_range(0..60);
+        (0..n).map(|_| rng.gen_range(b'a'..b'e')).collect()
+    };
+    let mut keys: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!("key-{i}-{}", "x".repeat(i % 30)).into_bytes())
+        .collect();
+    keys.push(Vec::new());
+    let mut inverses: Vec<(u64, Vec<u8>, Vec<Mutation>)> = Vec::new();
+    for step in 0..20_000 {
+        let key = &keys[rng.gen_range(0..keys.len())];
+        let h = {
+            let mut s = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hasher::write(&mut s, key);
+            std::hash::Hasher::finish(&s)
+        };
+        let kind = rng.gen_range(0..4);
+        let items: Vec<Vec<u8>> = (0..rng.gen_range(0..5)).map(|_| bytes(&mut rng)).collect();
+        let m = match (kind, rng.gen_range(0..2)) {
+            (0, 0) => Mutation::Push {
+                left: rng.gen(),
+                items,
+            },
+            (0, _) => Mutation::Pop {
+                left: rng.gen(),
+                count: rng.gen_range(0..4),
+            },
+            (1, 0) => Mutation::HSet(items.iter().map(|f| (f.clone(), bytes(&mut rng))).collect()),
+            (1, _) => Mutation::HDel(items),
+            (2, 0) => Mutation::SAdd(items),
+            (2, _) => Mutation::SRem(items),
+            (_, 0) => Mutation::ZAdd(
+                items
+                    .into_iter()
+                    .map(|m| (rng.gen_range(0..5) as f64, m))
+                    .collect(),
+            ),
+            (_, _) => Mutation::ZRem(items),
+        };
+        match rng.gen_range(0..10) {
+            0 => {
+                shard.insert(
+                    h,
+                    key,
+                    Entry {
+                        value: Value::Str(bytes(&mut rng)),
+                        expire_at: 0,
+                    },
+                );
+            }
+            1 => {
+                shard.remove(h, key);
+            }
+            2 => {
+                // An inverse applied later, as an undo applies it.
+                if let Some((h, key, ops)) = inverses.pop() {
+                    for op in ops {
+                        shard.apply(h, &key, op);
+                    }
+                }
+            }
+            _ => {
+                let fits = shard.peek(h, key).is_some_and(|e| {
+                    std::mem::discriminant(&e.value) == std::mem::discriminant(&m.empty_value())
+                });
+                if !fits {
+                    shard.insert(
+                        h,
+                        key,
+                        Entry {
+                            value: m.empty_value(),
+                            expire_at: 0,
+                        },
+                    );
+                }
+                let inverse = shard.apply(h, key, m).expect("same type");
+                if rng.gen_range(0..3) == 0 {
+                    inverses.push((h, key.clone(), inverse));
+                }
+            }
+        }
+        if step % 1000 == 0 {
+            assert_eq!(shard.mem, recount(&shard), "step {step}");
+        }
+    }
+    assert_eq!(shard.mem, recount(&shard));
+    assert!(shard.mem > 0);
+    for key in &keys {
+        let mut s = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hasher::write(&mut s, key);
+        shard.remove(std::hash::Hasher::finish(&s), key);
+    }
+    assert_eq!(shard.mem, 0, "every entry deleted");
+    keys.clear();
+}

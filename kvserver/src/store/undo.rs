@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use super::txn::{IN_TXN, TXN};
 use super::{Entry, Shard, Store};
 use crate::lock::ShardLock;
-use crate::value::{self, Mutation};
+use crate::value::Mutation;
 
 /// How to undo one change of a write whose log record may still fail.
 pub(super) enum UndoOp {
@@ -225,16 +225,17 @@ pub(super) fn undo(g: &mut Shard, op: UndoOp) {
             g.set_expire(hash, key.bytes(), old_at);
         }
         UndoOp::Inverse { hash, key, ops } => {
-            if let Some(e) = g.get_mut(hash, key.bytes()) {
-                for m in ops {
-                    value::apply(&mut e.value, m);
-                }
+            for m in ops {
+                g.apply(hash, key.bytes(), m);
             }
         }
         UndoOp::Shard(old) => {
             let undo = std::mem::take(&mut g.undo);
+            let lfu = g.lfu;
             *g = *old;
             g.undo = undo;
+            g.lfu = lfu;
+            g.publish_mem();
         }
     }
 }

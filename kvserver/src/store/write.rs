@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use super::evict;
 use super::txn::in_txn;
 use super::undo::{undo_expire, undo_key, UndoKey, UndoOp};
 use super::{
@@ -9,7 +10,7 @@ use super::{
 };
 use crate::aof;
 use crate::lock::ShardLock;
-use crate::value::{self, Mutation, Value};
+use crate::value::{Mutation, Value};
 
 impl<L: ShardLock<Shard>> Store<L> {
     // ---- writes -----------------------------------------------------------------------------
@@ -65,8 +66,10 @@ impl<L: ShardLock<Shard>> Store<L> {
         match found {
             Some(e) => {
                 // The old entry is moved into the undo record, not copied.
+                let new_cost = evict::value_cost(&new.value);
                 let prev = std::mem::replace(e, new);
                 g.deadline_changed(h, prev.expire_at, expire_at);
+                g.add_mem(new_cost as isize - evict::value_cost(&prev.value) as isize);
                 if self.log.is_some() {
                     let key = UndoKey::new(key);
                     self.push_undo_in(
@@ -351,8 +354,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             let prev = g.insert(h, key, fresh);
             undo.push((i, undo_key(h, key, prev)));
         }
-        let e = g.get_mut(h, key).expect("live or inserted");
-        let ops = value::apply(&mut e.value, m).expect("the command checked the type");
+        let ops = g.apply(h, key, m).expect("the command checked the type");
         if existed {
             undo.push((
                 i,
@@ -363,7 +365,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 },
             ));
         }
-        if e.value.is_empty_aggregate() {
+        if g.peek(h, key).is_some_and(|e| e.value.is_empty_aggregate()) {
             let prev = g.remove(h, key);
             if existed {
                 // Undone first: the emptied value comes back, then its inverse refills it.
