@@ -97,10 +97,27 @@
 //! [`Policy::fifo`](crate::Policy::fifo) (or a zero handoff timeout) none of this applies:
 //! nobody passes the queue.
 //!
+//! **Bounded passing.** Passing the queue is bounded in count as well as in time. While
+//! anyone waits, each pass (a reader's steal or spin won while a writer heads the queue,
+//! a writer's spin won past queued waiters, a queued writer that takes the lock ahead of
+//! the head) is counted, and the pass that reaches the policy's `pass_bound` (one, by
+//! default) sets the handoff bit for the head, as an `unlock_fair` would: nobody else gets
+//! in, and the passer's release grants the head. A turn of the queue (any queued waiter
+//! granted or taking the lock) starts the count again. So the queue gets at least one
+//! turn in `pass_bound + 1` and its head waits about `pass_bound + 1` times what a
+//! first-come-first-served queue would make it wait; the passes that remain are where the
+//! throughput comes from (a running task takes a free lock now instead of leaving it idle
+//! until a woken task is polled), and the count lives beside the spin budgets, written only
+//! on these slow paths. Under the default's unbounded count (before this bound), two thirds
+//! of the reads stole and two thirds of the writes won a spin, so the queue got a third of
+//! the turns and its tasks waited three times as long as in tokio's queue. The table of
+//! bounds against tokio is in `docs/performance.md` ("Bounded passing").
+//!
 //! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
 //! records when it queued; once the head of the queue has waited longer than the policy's
 //! handoff timeout (250 us by default, chosen by measurement; the kernel uses 4 ms),
-//! or has lost a race after a wake-up, the handoff bit is set and the next release grants
+//! has lost a race after a wake-up, or has been passed `pass_bound` times, the handoff
+//! bit is set and the next release grants
 //! the head the lock directly (a reader head with every queued reader), while every fast
 //! path and every steal fails meanwhile. A guard's `unlock_fair` (`parking_lot`'s name)
 //! asks for the handoff on demand: its release hands the lock to the head at once. The
@@ -126,9 +143,14 @@
 //!
 //! Inside a tokio runtime a task gets a budget of operations per turn, and tokio's own
 //! resources make it yield once the budget is spent, so that a task whose awaits are
-//! always ready still lets its neighbours run. Every async acquire takes one unit once it
+//! always ready still lets its neighbours run. An async acquire takes one unit once it
 //! owns the lock, and a task whose budget is spent yields there, holding the lock, as
-//! tokio's lock does since tokio 1.54 (taking it before the acquire would yield before
+//! tokio's lock does since tokio 1.54. Under the default policy one async acquire in
+//! eight of a thread is charged (a thread-local count; the check of tokio's budget cost
+//! about as much as the uncontended acquire itself), so a task looping on a free lock
+//! yields after eight times as many acquires as with tokio's lock; under
+//! [`Policy::fifo`](crate::Policy::fifo) every acquire is charged, as tokio's lock charges
+//! it (taking it before the acquire would yield before
 //! queueing, and let later arrivals pass a task that already returned `Pending`, against
 //! `Policy::fifo()`'s promise). The `try_` acquires take no budget (they cannot yield),
 //! nor do upgrades and downgrades (they take no new lock), nor the blocking acquires (a
@@ -178,3 +200,4 @@
 //! | `reader_wake_batch` | many readers queue behind writers | a burst of granted readers delays a writer too long |
 //! | `reader_spin` (the cap of the learned budget) | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11); `ZERO` turns it off |
 //! | `strict_order` ([`Policy::fifo`](crate::Policy::fifo)) | code relies on tokio's first-come-first-served order | throughput matters (stealing is off) |
+//! | `pass_bound` | throughput matters more than the queued tasks' tail (`u32::MAX`: no bound in count) | queued tasks wait too long behind running ones; `0`: nobody passes a non-empty queue |

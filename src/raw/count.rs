@@ -26,7 +26,7 @@
 //! |---|---|---|
 //! | `WRITER_LOCKED` | `write.rs`: the fast path (which is `try_write` too) and the spinner (one CAS from 0); `wake.rs` `queued_write_lock`: a queued writer (`try_write_lock`), the head granted under handoff (`wake_writer`), the upgrade (`upgrade_at_head`); `upgradable.rs` `try_upgrade` | `write.rs` `unlock_write`; `upgradable.rs` `downgrade`, `downgrade_to_upgradable` |
 //! | `WAITERS` | the first waiter to queue, under the wait lock: `read.rs` `read_queue`, `write.rs` `write_queue`, `upgradable.rs` `upgradable_queue` and `upgrade_queue` | `wake.rs`: `queued_write_lock` (the last waiter takes the lock), `mark_wake` (every waiter granted); `waiter.rs` `unlink_waiting` (the last waiter leaves: a cancel or a stopped upgrade) |
-//! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgradable.rs` `upgrade_queue` (the upgrade queues at the head); `fair.rs` `handoff_to_head` (an owner's `unlock_fair`, just before its release, with waiters queued); `wake.rs` `mark_wake` for a head writer that queued readers pass once | `wake.rs`: `queued_write_lock` (the head takes the write lock; an upgrade served ahead of a head already due the handoff leaves it set for that head), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `unlink_waiting` (the list empties; otherwise the next head inherits the bit) |
+//! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgradable.rs` `upgrade_queue` (the upgrade queues at the head); `fair.rs` `handoff_to_head` (an owner's `unlock_fair`, just before its release, with waiters queued) and `handoff_to_head_locked` (a pass of the queue that reaches `Policy::pass_bound`: `writer_passed_queue`, `queued_writer_passed`, `reader_passed_queue`); `wake.rs` `mark_wake` for a head writer that queued readers pass once | `wake.rs`: `queued_write_lock` (the head takes the write lock; an upgrade served ahead of a head already due the handoff leaves it set for that head), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `unlink_waiting` (the list empties; otherwise the next head inherits the bit) |
 //! | `OWNER_PENDING` | `wake.rs` `wake_writer` (with `WRITER_LOCKED`, granting a woken head writer at a release) | `waiter.rs`: the granted writer's next poll (`poll_slow`), or `cancel` before it releases a grant it never polled |
 //! | `WRITER_QUEUED` | the first writer or upgrade to queue, under the wait lock: `write.rs` `write_queue`, `upgradable.rs` `upgrade_queue` | `mod.rs` `WaitLock`'s release (`sync_writer_queued`), once no writer or upgrade is linked |
 //! | `UPGRADABLE` | `upgradable.rs` `try_upgradable_read`, `downgrade_to_upgradable`; `wake.rs` `mark_wake` (a queued upgradable reader granted) | `upgradable.rs` `unlock_upgradable`, `downgrade_upgradable`, `try_upgrade`; `wake.rs` `queued_write_lock` (the upgrade trades it in); `waiter.rs` `cancel` (a dropped upgrade) |
@@ -46,8 +46,9 @@ pub(crate) const WAITERS: usize = 0b0000_0010;
 /// The head waiter is due the lock: nobody but the head may take it. Changed only under
 /// the wait lock, set only by or for the head (it waited past the handoff timeout, lost a
 /// race after a wake-up, is an upgrade, or an owner unlocks fairly), cleared when the head
-/// gets the lock or the list empties; a cancelled head passes it to the next one. Every
-/// site is in the table above.
+/// gets the lock or the list empties; a cancelled head passes it to the next one. Also set
+/// (for the head, under the wait lock) by the pass of the queue that reaches the policy's
+/// pass bound. Every site is in the table above.
 pub(crate) const HANDOFF: usize = 0b0000_0100;
 
 /// An upgradable reader holds the lock (at most one at a time). Set together with that

@@ -43,6 +43,12 @@
 //!   or was woken and lost the race, `HANDOFF` is set and the next release grants the head
 //!   the lock directly; meanwhile nobody else may take it. This bounds the unfairness that
 //!   stealing buys throughput with.
+//! - **Bounded passing** ([`fair`], `Policy::pass_bound`): while the queue is not empty,
+//!   each pass of it (a reader's steal or won spin with a writer at the head, a writer's
+//!   won spin with waiters queued, a queued writer taking the lock ahead of the head) is
+//!   counted in [`spin`]'s word; the pass that reaches the bound sets `HANDOFF` for the
+//!   head under the wait lock, so the passer's release grants the head. Any grant to the
+//!   queue, or a new queue, starts the count again.
 //! - **Fair unlocks** ([`fair`], `parking_lot`'s `unlock_fair`): an owner sets `HANDOFF`
 //!   for the head before it releases, so that the release grants the head directly.
 //! - **Waking** ([`wake`], the kernel's `rwsem_mark_wake`): a head writer is woken alone

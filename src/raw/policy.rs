@@ -130,7 +130,8 @@ impl Policy {
     /// The default policy: readers and writers spin for a learned budget of at most 10 us
     /// (writers one at a time, past the queue), writers behind a writer then yield once,
     /// the handoff timeout is 250 us, a wake-up grants up to 256 readers, arrivals may
-    /// pass the queue (bounded by the handoff).
+    /// pass the queue once between two of its turns (`pass_bound` 1) and until the
+    /// handoff timeout.
     ///
     /// The handoff timeout was picked from the policy sweep of the `compare` example
     /// (`cargo run --release -p bench -- --sweep`): 1 ms kept the 240-writer
