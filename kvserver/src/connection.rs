@@ -172,8 +172,7 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                     let start = batch.out.len();
                     let mut seq = 0;
                     let args = self.parser.args();
-                    let confirmation =
-                        crate::pubsub::is_confirmation(&args[0].to_ascii_uppercase());
+                    let confirmation = crate::pubsub::is_confirmation(&args[0]);
                     let reply = &self.info.reply;
                     if reply.load(Ordering::Relaxed) == REPLY_SKIP_NEXT {
                         reply.store(REPLY_SKIPPING, Ordering::Relaxed);

@@ -46,6 +46,8 @@ pub struct Outbox {
     pub notify: Notify,
     /// Its channels, patterns and shard channels, in subscription order.
     subs: Mutex<Subscriptions>,
+    /// How many there are in all (read on every command: no lock).
+    nsubs: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -66,6 +68,7 @@ impl Outbox {
             killed: AtomicU8::new(0),
             notify: Notify::new(),
             subs: Mutex::default(),
+            nsubs: AtomicUsize::new(0),
         }
     }
 
@@ -129,8 +132,14 @@ impl Outbox {
 
     /// Whether it is in the subscribed state (RESP2 then allows only a few commands).
     pub fn subscribed(&self) -> bool {
-        let (c, p, s) = self.counts();
-        c + p + s != 0
+        self.nsubs.load(Ordering::Relaxed) != 0
+    }
+
+    fn recount(&self, s: &Subscriptions) {
+        self.nsubs.store(
+            s.channels.len() + s.patterns.len() + s.shard.len(),
+            Ordering::Relaxed,
+        );
     }
 
     fn resp3(&self) -> bool {
@@ -217,6 +226,7 @@ impl PubSub {
     /// Every subscription and monitor of a client that leaves.
     pub fn forget(&self, me: &Arc<Outbox>) {
         let subs = std::mem::take(&mut *me.subs.lock().unwrap_or_else(|e| e.into_inner()));
+        me.nsubs.store(0, Ordering::Relaxed);
         let mut r = self.lock();
         for (kind, names) in [
             (Kind::Channel, subs.channels),
@@ -307,6 +317,7 @@ impl PubSub {
                     .or_default()
                     .push(me.clone());
             }
+            me.recount(&subs);
             confirm(out, kind.names().0, Some(name), count(&subs, kind));
         }
     }
@@ -329,6 +340,7 @@ impl PubSub {
         for name in names {
             if kind.of_client(&mut subs).shift_remove(name) {
                 remove(self.lock().of(kind), name, me);
+                me.recount(&subs);
             }
             confirm(out, kind.names().1, Some(name), count(&subs, kind));
         }
@@ -377,9 +389,12 @@ pub fn allowed_when_subscribed(upper_name: &[u8]) -> bool {
 }
 
 /// Whether a command's replies are pub/sub confirmations, which `CLIENT REPLY OFF|SKIP`
-/// does not silence (upper-case name).
-pub fn is_confirmation(upper_name: &[u8]) -> bool {
-    allowed_when_subscribed(upper_name) && !matches!(upper_name, b"PING" | b"QUIT" | b"RESET")
+/// does not silence (any case; no allocation: it is asked of every command).
+pub fn is_confirmation(name: &[u8]) -> bool {
+    name.len() >= 9
+        && name[name.len() - 9..].eq_ignore_ascii_case(b"SUBSCRIBE")
+        && matches!(name.len(), 9 | 10 | 11 | 12)
+        && allowed_when_subscribed(&name.to_ascii_uppercase())
 }
 
 /// Runs `SUBSCRIBE`, `UNSUBSCRIBE`, `PSUBSCRIBE`, `PUNSUBSCRIBE`, `SSUBSCRIBE`,
@@ -542,6 +557,16 @@ mod tests {
         let text = String::from_utf8(line).unwrap();
         assert!(text.starts_with('+'));
         assert!(text.ends_with(" [0 1.2.3.4:5] \"set\" \"a\\\"b\" \"\\x01\\n\"\r\n"));
+    }
+
+    #[test]
+    fn confirmations_are_told_by_name_in_any_case() {
+        for n in ["subscribe", "PUNSUBSCRIBE", "SSubscribe", "sunsubscribe"] {
+            assert!(is_confirmation(n.as_bytes()), "{n}");
+        }
+        for n in ["ping", "get", "xsubscribe", "resubscribe", "subscribes"] {
+            assert!(!is_confirmation(n.as_bytes()), "{n}");
+        }
     }
 
     #[test]
