@@ -393,7 +393,7 @@ pub fn allowed_when_subscribed(upper_name: &[u8]) -> bool {
 pub fn is_confirmation(name: &[u8]) -> bool {
     name.len() >= 9
         && name[name.len() - 9..].eq_ignore_ascii_case(b"SUBSCRIBE")
-        && matches!(name.len(), 9 | 10 | 11 | 12)
+        && (9..=12).contains(&name.len())
         && allowed_when_subscribed(&name.to_ascii_uppercase())
 }
 
