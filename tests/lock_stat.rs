@@ -109,6 +109,41 @@ fn a_dropped_waiter_records_no_acquisition() {
     assert_eq!(stat.write_hold().count(), 1);
 }
 
+/// A release whose wake-up panics (the head waiter's waker panics in `wake`) still counts
+/// the hold, whether it is a plain or a fair release: the observers run even then.
+#[test]
+fn a_release_whose_wake_up_panics_still_counts_the_hold() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use support::probe::{poll_with, probe_waker, Probe};
+    support::lockdep_off();
+    for fair in [false, true] {
+        let lock = RwLock::with_policy(0, queue_at_once());
+        let w = lock.try_write().unwrap();
+        let probe = Probe::new();
+        let mut read = std::pin::pin!(lock.read());
+        assert!(poll_with(read.as_mut(), &probe_waker(&probe)).is_pending());
+        probe.panic_wake.store(true, SeqCst);
+        support::panics(|| {
+            if fair {
+                RwLockWriteGuard::unlock_fair(w);
+            } else {
+                drop(w);
+            }
+        });
+        probe.panic_wake.store(false, SeqCst);
+        let stat = lock.lock_stat();
+        assert_eq!(stat.write_hold().count(), 1, "fair: {fair}: {stat}");
+        assert_eq!(stat.write_wait().count(), 1, "fair: {fair}: {stat}");
+        // The woken reader has the lock.
+        let std::task::Poll::Ready(r) = poll_with(read.as_mut(), &probe_waker(&probe)) else {
+            panic!("the woken reader has no lock");
+        };
+        drop(r);
+        assert_eq!(lock.lock_stat().read_hold().count(), 1);
+        assert_idle(&lock);
+    }
+}
+
 #[test]
 fn the_longest_hold_names_the_line_of_its_acquire() {
     let lock = RwLock::new(0);

@@ -133,7 +133,11 @@ async fn a_cycle_of_three_classes_is_reported_with_its_three_orders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recursive_read_with_a_writer_queued_is_reported() {
     setup();
-    let l = lock("recursive read");
+    // FIFO: the second read waits for the queued writer (under the default policy it
+    // passes the writer until the writer's handoff timeout is due, and may get in first).
+    let l = Arc::new(
+        RwLock::with_policy(0, async_rwsem::Policy::fifo()).with_lockdep_class("recursive read"),
+    );
     let l2 = Arc::clone(&l);
     let (line_1, line_2) = (line!() + 2, line!() + 12);
     let task = tokio::spawn(async move {
@@ -323,18 +327,32 @@ async fn two_locks_of_one_class_are_reported_unless_they_nest() {
     setup();
     // One class: made at one site.
     let locks: Vec<Arc<RwLock<u32>>> = (0..2).map(|_| Arc::new(RwLock::new(0))).collect();
-    let (l0, l1) = (Arc::clone(&locks[0]), Arc::clone(&locks[1]));
-    let report = report_of(async move {
+    let created = format!("RwLock created at {}", at(line!() - 1));
+    let nest = |(l0, l1): (Arc<RwLock<u32>>, Arc<RwLock<u32>>)| async move {
         let _first = l0.write().await;
         let _second = l1.write().await;
-    })
-    .await;
+    };
+    let both = || (Arc::clone(&locks[0]), Arc::clone(&locks[1]));
+    // One task alone is one flow (as `join_all` of futures each holding its own lock
+    // looks): not reported; a second holder is.
+    support::lockdep::silent(nest(both())).await;
+    let report = report_of(nest(both())).await;
     assert!(
         report.contains("two locks of one class held at once"),
         "{report}"
     );
+    assert!(report.contains(&created), "{report}");
+    // A thread, at once.
+    let threads: Vec<Arc<RwLock<u32>>> = (0..2).map(|_| Arc::new(RwLock::new(0))).collect();
+    let report = thread::spawn(move || {
+        let _first = threads[0].blocking_write();
+        let _second = threads[1].blocking_write();
+    })
+    .join()
+    .map(|()| String::new())
+    .unwrap_or_else(message);
     assert!(
-        report.contains(&format!("RwLock created at {}", at(line!() - 12))),
+        report.contains("two locks of one class held at once"),
         "{report}"
     );
 
@@ -352,14 +370,17 @@ async fn two_locks_of_one_class_are_reported_unless_they_nest() {
         assert_eq!(held[0].class, r#""nest: node""#);
         assert_eq!(held[1].class, r#""nest: node"/1"#);
     }
-    // Two locks of one name without a subclass are one class.
+    // Two locks of one name without a subclass are one class (taken on a thread: at
+    // once).
     let other = lock("nest: node");
     let p = Arc::clone(&parent);
-    let report = report_of(async move {
-        let _p = p.read().await;
-        let _o = other.read().await;
+    let report = thread::spawn(move || {
+        let _p = p.blocking_read();
+        let _o = other.blocking_read();
     })
-    .await;
+    .join()
+    .map(|()| String::new())
+    .unwrap_or_else(message);
     assert!(
         report.contains("two locks of one class held at once"),
         "{report}"
@@ -636,4 +657,106 @@ fn a_forgotten_guard_of_a_live_lock_is_still_held() {
     // Dropped (with its forgotten write lock): nothing left held.
     drop(moved);
     assert!(lockdep::held().is_empty());
+}
+
+/// A release whose wake-up panics (the woken waiter's waker panics in `wake`) still takes
+/// the lock off its holder's set: the thread's next acquire of it is no recursion.
+#[test]
+fn a_release_whose_wake_up_panics_takes_the_lock_off_the_held_set() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use support::probe::{poll_with, probe_waker, Probe};
+    setup();
+    for fair in [false, true] {
+        let l = lock("release: the wake-up panics");
+        let w = l.blocking_write();
+        // A reader of another thread queues, with a waker that panics when woken.
+        let probe = Probe::new();
+        let mut read = thread::spawn({
+            let (l, probe) = (Arc::clone(&l), Arc::clone(&probe));
+            move || {
+                let mut read = Box::pin(l.read_owned());
+                assert!(poll_with(read.as_mut(), &probe_waker(&probe)).is_pending());
+                read
+            }
+        })
+        .join()
+        .unwrap();
+        probe.panic_wake.store(true, SeqCst);
+        let released = catch_unwind(AssertUnwindSafe(|| {
+            if fair {
+                RwLockWriteGuard::unlock_fair(w);
+            } else {
+                drop(w);
+            }
+        }));
+        assert!(released.is_err(), "the wake-up did not panic");
+        probe.panic_wake.store(false, SeqCst);
+        assert!(
+            lockdep::held().is_empty(),
+            "fair: {fair}: {:?}",
+            lockdep::held()
+        );
+        // The reader was granted the lock; once it leaves, this thread writes again.
+        let std::task::Poll::Ready(r) = poll_with(read.as_mut(), &probe_waker(&probe)) else {
+            panic!("the woken reader has no lock");
+        };
+        drop((r, read));
+        *l.blocking_write() += 1;
+        assert_idle(&l);
+    }
+}
+
+/// A blocking acquire of a lock the task already holds, inside `spawn_blocking`: the
+/// thread blocks for ever, as on a plain thread, and is reported at once, as there.
+#[test]
+fn a_blocking_self_deadlock_inside_spawn_blocking_is_reported_at_once() {
+    setup();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let l = lock("spawn_blocking: write, write");
+    let l2 = Arc::clone(&l);
+    let line = line!() + 3;
+    let outcome = runtime.block_on(async move {
+        let task = tokio::task::spawn_blocking(move || {
+            let _w = l2.blocking_write();
+            let _w2 = l2.blocking_write();
+        });
+        tokio::time::timeout(Duration::from_secs(20), task).await
+    });
+    // A hung blocking thread must not hold the test at the runtime's drop.
+    runtime.shutdown_background();
+    let report = message(
+        outcome
+            .expect("not reported: the blocking acquire hangs")
+            .expect_err("no report")
+            .into_panic(),
+    );
+    assert!(report.contains("recursive acquire of one lock"), "{report}");
+    assert_mentions(&report, &[line, line + 1]);
+    assert_idle(&l);
+}
+
+/// A cycle is reported once, however many holders make its orders again afterwards.
+#[test]
+fn a_cycle_is_reported_once_whatever_holders_make_it_again() {
+    setup();
+    let (a, b) = (lock("once: a"), lock("once: b"));
+    let in_order = |first: &Arc<RwLock<u32>>, second: &Arc<RwLock<u32>>| {
+        let (first, second) = (Arc::clone(first), Arc::clone(second));
+        thread::spawn(move || {
+            let _first = first.blocking_read();
+            let _second = second.blocking_write();
+        })
+        .join()
+        .map_err(message)
+    };
+    in_order(&a, &b).unwrap();
+    let report = in_order(&b, &a).expect_err("the cycle is not reported");
+    assert!(report.contains("lock order cycle of 2 classes"), "{report}");
+    // New threads, both orders again: no second report.
+    for _ in 0..2 {
+        in_order(&a, &b).unwrap();
+        in_order(&b, &a).unwrap();
+    }
+    assert_idle(&a);
+    assert_idle(&b);
 }

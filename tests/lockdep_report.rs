@@ -143,6 +143,23 @@ fn tracing_reports() {
         );
     }
 
+    // The same cycle made again by new holders (threads, each with the subscriber):
+    // still one report.
+    let collect = Collect::default();
+    let (e, f) = (
+        RwLock::new(0).with_lockdep_class("tracing once: e"),
+        RwLock::new(0).with_lockdep_class("tracing once: f"),
+    );
+    for (first, second) in [(&e, &f), (&f, &e), (&e, &f), (&f, &e), (&e, &f)] {
+        let collect = collect.clone();
+        std::thread::scope(|scope| {
+            scope.spawn(|| tracing::subscriber::with_default(collect, || in_order(first, second)));
+        });
+    }
+    let events = collect.events.lock().unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    drop(events);
+
     // A subscriber that panics on the report: the acquire unwinds before it touches the
     // lock, with lockdep's mutex free; the lock held before is released by the unwind.
     let collect = Collect {
@@ -208,4 +225,111 @@ fn a_report_during_an_unwind_goes_to_stderr_instead_of_aborting() {
             "no report on the child's standard error:\n{stderr}"
         );
     }
+}
+
+/// Each report is made once under `Report::Stderr` too: the same cycle made again by new
+/// threads is not reported again. In a child process, whose standard error the parent
+/// reads.
+#[test]
+fn a_cycle_is_reported_once_on_stderr_whatever_holders_make_it_again() {
+    let stderr = support::in_child(
+        "a_cycle_is_reported_once_on_stderr_whatever_holders_make_it_again",
+        || {
+            lockdep::set_report(Report::Stderr);
+            let (a, b) = (
+                RwLock::new(0).with_lockdep_class("stderr once: a"),
+                RwLock::new(0).with_lockdep_class("stderr once: b"),
+            );
+            for (first, second) in [(&a, &b), (&b, &a), (&a, &b), (&b, &a), (&a, &b)] {
+                std::thread::scope(|scope| {
+                    scope.spawn(|| in_order(first, second));
+                });
+            }
+        },
+    );
+    if std::env::var("ASYNC_RWSEM_TEST_CHILD").is_err() {
+        assert_eq!(
+            stderr.matches("lock order cycle of 2 classes").count(),
+            1,
+            "{stderr}"
+        );
+    }
+}
+
+/// A `tracing` subscriber that panics on a deadlock's report, made on lockdep's watchdog
+/// thread, does not kill the watchdog: the next deadlock of a future is reported too. In a
+/// child process: the subscriber is the global one (the watchdog's thread sees no other).
+#[cfg(feature = "tracing")]
+#[test]
+fn a_subscriber_panicking_on_the_watchdogs_thread_does_not_stop_it() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::task::Poll;
+    use std::time::{Duration, Instant};
+    use support::probe::{poll_with, probe_waker, Probe};
+
+    /// A future's read of the lock it writes: a deadlock, watched; returns once the
+    /// watchdog has woken it, with the result of the poll that follows.
+    fn deadlock(name: &'static str) -> Result<(), String> {
+        let l = RwLock::new(0).with_lockdep_class(name);
+        let probe = Probe::new();
+        let waker = probe_waker(&probe);
+        let mut write = std::pin::pin!(l.write());
+        let Poll::Ready(guard) = poll_with(write.as_mut(), &waker) else {
+            panic!("an idle lock");
+        };
+        let mut read = std::pin::pin!(l.read());
+        assert!(poll_with(read.as_mut(), &waker).is_pending());
+        let start = Instant::now();
+        while probe.wakes() == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{name}: the watchdog never woke the waiting read"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            let _ = poll_with(read.as_mut(), &waker);
+        }));
+        drop(guard);
+        polled.map_err(|payload| *payload.downcast::<String>().unwrap())
+    }
+
+    support::in_child(
+        "a_subscriber_panicking_on_the_watchdogs_thread_does_not_stop_it",
+        || {
+            let collect = Collect {
+                panic: true,
+                ..Collect::default()
+            };
+            tracing::subscriber::set_global_default(collect.clone()).unwrap();
+            lockdep::set_deadlock_timeout(Duration::from_millis(100));
+            // Reported through the subscriber, on the watchdog's thread, which panics.
+            lockdep::set_report(Report::Tracing);
+            let l = RwLock::new(0).with_lockdep_class("watchdog: tracing");
+            let probe = Probe::new();
+            let waker = probe_waker(&probe);
+            let mut write = std::pin::pin!(l.write());
+            let Poll::Ready(guard) = poll_with(write.as_mut(), &waker) else {
+                panic!("an idle lock");
+            };
+            {
+                let mut read = std::pin::pin!(l.read());
+                assert!(poll_with(read.as_mut(), &waker).is_pending());
+                let start = Instant::now();
+                while collect.events.lock().unwrap().is_empty() {
+                    assert!(start.elapsed() < Duration::from_secs(20), "never reported");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            drop(guard);
+            assert_eq!(probe.wakes.load(SeqCst), 0);
+            // The watchdog lives on: the next deadlock is reported (a panic now).
+            lockdep::set_report(Report::Panic);
+            let report = deadlock("watchdog: after the subscriber's panic").unwrap_err();
+            assert!(
+                report.contains("deadlock: recursive acquire of one lock"),
+                "{report}"
+            );
+        },
+    );
 }

@@ -483,3 +483,237 @@ fn a_waker_that_panics_when_the_watchdog_wakes_it_still_gets_its_report() {
     drop(guard);
     assert_idle(&l2);
 }
+
+// ---------------------------------------------------------------------------------------
+// Round three (the observers' own bugs and false alarms): each shape as a user writes it.
+
+/// How long a test waits for what should come at once or after [`DEADLOCK_TIMEOUT`]
+/// (a report, a wake-up) before it calls it a hang: far longer than either.
+const HANG: Duration = Duration::from_secs(20);
+
+/// Waits, on this thread, until `probe`'s waker has been woken `n` times; fails after
+/// [`HANG`] (the watchdog never woke it).
+#[track_caller]
+fn wait_for_wakes(probe: &Probe, n: usize) {
+    let start = std::time::Instant::now();
+    while probe.wakes() < n {
+        assert!(
+            start.elapsed() < HANG,
+            "the watchdog never woke the waiting acquire"
+        );
+        std::thread::sleep(DEADLOCK_TIMEOUT / 10);
+    }
+}
+
+/// Runs `task` as a tokio task and returns its report, failing if it hangs instead.
+async fn report_or_hang<F>(task: F) -> String
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    tokio::time::timeout(HANG, report_of(task))
+        .await
+        .expect("no report: the acquire hangs")
+}
+
+#[tokio::test]
+async fn join_all_of_reads_with_a_writer_queued_between_them_is_silent() {
+    setup();
+    // FIFO: no reader passes the queued writer, so the second read does wait for it.
+    let l = Arc::new(
+        RwLock::with_policy(0, async_rwsem::Policy::fifo())
+            .with_lockdep_class("join_all: reads, writer between"),
+    );
+    let l2 = Arc::clone(&l);
+    silent(async move {
+        let first = async {
+            let r = l2.read().await;
+            // A writer of another task queues behind this read...
+            let writer = {
+                let l = Arc::clone(&l2);
+                tokio::spawn(async move { *l.write().await += 1 })
+            };
+            while l2.try_read().is_ok() {
+                tokio::task::yield_now().await;
+            }
+            sleep(HOLD).await;
+            drop(r);
+            writer.await.unwrap();
+        };
+        let second = async {
+            tokio::task::yield_now().await;
+            while l2.try_read().is_ok() {
+                tokio::task::yield_now().await;
+            }
+            // ...and this read queues behind it: it waits for the sibling's read, which
+            // ends on its own.
+            *l2.read().await
+        };
+        let ((), value) = tokio::join!(first, second);
+        assert_eq!(value, 1);
+    })
+    .await;
+    assert_idle(&l);
+}
+
+#[tokio::test]
+async fn join_all_over_per_item_locks_made_at_one_site_is_silent() {
+    setup();
+    // One class: every item's lock is made on the same line.
+    let items: Arc<Vec<RwLock<u32>>> = Arc::new((0..4).map(|_| RwLock::new(0)).collect());
+    let items2 = Arc::clone(&items);
+    silent(async move {
+        let updates = items2.iter().map(|item| async move {
+            let mut item = item.write().await;
+            sleep(HOLD).await; // each future holds only its own item
+            *item += 1;
+        });
+        futures::future::join_all(updates).await;
+    })
+    .await;
+    for item in items.iter() {
+        assert_eq!(*item.read().await, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_futures_select_loop_taking_one_lock_per_branch_is_silent() {
+    use futures::FutureExt;
+    setup();
+    let (a, b) = (lock("futures select: a"), lock("futures select: b"));
+    let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+    silent(async move {
+        // More acquires than tokio's budget lets one poll make (128 units, charged once in
+        // eight acquires under the default policy): a branch that owns its
+        // lock yields when the budget is spent, and `select!` polls the other one.
+        for _ in 0..5000 {
+            futures::select! {
+                () = async { *a2.write().await += 1 }.fuse() => {}
+                () = async { *b2.write().await += 1 }.fuse() => {}
+            }
+        }
+    })
+    .await;
+    // No order between the two was ever made: another task's is no cycle.
+    silent(async move {
+        let _b = b.write().await;
+        let _a = a.write().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_write_after_a_read_is_reported_though_a_siblings_earlier_read_ended() {
+    setup();
+    let l = lock("one future: read, write, beside a sibling's read");
+    let l2 = Arc::clone(&l);
+    let report = report_or_hang(async move {
+        tokio::join!(
+            async {
+                let _r = l2.read().await;
+                sleep(HOLD).await; // this read ends
+            },
+            async {
+                let _r = l2.read().await;
+                let _w = l2.write().await; // waits for its own read: for ever
+            }
+        );
+    })
+    .await;
+    assert!(
+        report.contains("deadlock: recursive acquire of one lock"),
+        "{report}"
+    );
+    assert_idle(&l);
+}
+
+/// The job of [`an_ab_ba_between_two_jobs_run_one_after_the_other_is_reported`].
+async fn take_in_order(first: Arc<RwLock<u32>>, second: Arc<RwLock<u32>>) {
+    let _first = first.write().await;
+    let _second = second.write().await;
+}
+
+#[tokio::test]
+async fn an_ab_ba_between_two_jobs_run_one_after_the_other_is_reported() {
+    setup();
+    let (a, b) = (
+        lock("unordered, one after the other: a"),
+        lock("unordered, one after the other: b"),
+    );
+    let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+    let report = report_of(async move {
+        let mut jobs = FuturesUnordered::new();
+        // The second job is pushed once the first is done: its waker may reuse the first
+        // one's address; it is another holder all the same.
+        jobs.push(take_in_order(Arc::clone(&a2), Arc::clone(&b2)));
+        jobs.next().await;
+        jobs.push(take_in_order(b2, a2));
+        jobs.next().await;
+    })
+    .await;
+    assert!(report.contains("lock order cycle of 2 classes"), "{report}");
+    assert_idle(&a);
+    assert_idle(&b);
+}
+
+#[tokio::test]
+async fn a_borrowed_upgrade_waiting_for_another_jobs_read_is_silent() {
+    setup();
+    let l = lock("unordered: upgrade, another job's read");
+    let l2 = Arc::clone(&l);
+    silent(async move {
+        let read_started = tokio::sync::Notify::new();
+        let jobs: FuturesUnordered<
+            std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>,
+        > = FuturesUnordered::new();
+        jobs.push(Box::pin(async {
+            let _r = l2.read().await;
+            read_started.notify_one();
+            // Longer than the deadlock timeout: the upgrade waits all that time.
+            sleep(DEADLOCK_TIMEOUT * 2).await;
+        }));
+        jobs.push(Box::pin(async {
+            read_started.notified().await;
+            let up = l2.upgradable_read().await;
+            let mut w = RwLockUpgradableReadGuard::upgrade(up).await;
+            *w += 1;
+        }));
+        jobs.collect::<Vec<()>>().await;
+    })
+    .await;
+    assert_eq!(*l.read().await, 1);
+}
+
+#[test]
+fn a_waker_whose_clone_panics_cannot_kill_the_watchdog() {
+    setup();
+    for round in 0..2 {
+        let l = lock("watchdog: clone panics");
+        let probe = Probe::new();
+        let waker = probe_waker(&probe);
+        let mut write = pin!(l.write());
+        let Poll::Ready(guard) = poll_with(write.as_mut(), &waker) else {
+            panic!("an idle lock");
+        };
+        {
+            let mut read = pin!(l.read());
+            assert!(poll_with(read.as_mut(), &waker).is_pending());
+            // From now on every clone of the waker panics (the watchdog's too, if it
+            // makes one): the deadlock is still reported, in both rounds.
+            probe.panic_clone.store(true, SeqCst);
+            wait_for_wakes(&probe, 1);
+            let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = poll_with(read.as_mut(), &waker);
+            }))
+            .map(|()| String::new())
+            .unwrap_or_else(support::lockdep::message);
+            assert!(
+                report.contains("deadlock: recursive acquire of one lock"),
+                "round {round}: {report}"
+            );
+        }
+        drop(guard);
+        assert_idle(&l);
+        drop(waker);
+        assert_eq!(Arc::strong_count(&probe), 1, "a waker leaked");
+    }
+}

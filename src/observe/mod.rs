@@ -19,6 +19,9 @@
 //!   mode exists: update the [`Held`] first, then run any foreign code.
 //! - [`released`]: after the raw release (the lock may already be someone else's); the
 //!   token's lock reference (an owned guard's `Arc`) is still alive. Foreign code may run.
+//!   It runs from a drop guard ([`InFlight`]) made before the raw release, so that a
+//!   release whose wake-up panics (a waiter's `Waker::wake`) still runs it, during the
+//!   unwind.
 //!
 //! A release (and an acquire's end, its `contention_end` event) may run while the thread
 //! is already unwinding: a guard or a lock future dropped by a panic. A second panic
@@ -210,38 +213,19 @@ pub(crate) struct Held {
     lock_stat: crate::lock_stat::HoldStat,
 }
 
-/// What an acquire's announcement ([`acquiring`]) leaves for the acquire future that
-/// follows it outside a poll (a borrowed upgrade: [`AsyncOp::adopt`]): lockdep's
-/// suspicion of a wait for a lock of its own task. Zero-sized without `lockdep`; the
-/// other acquires drop it.
-#[derive(Debug)]
-pub(crate) struct Announced {
-    #[cfg(feature = "lockdep")]
-    lockdep: crate::lockdep::Suspicion,
-}
-
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
+/// Lockdep checks it against what its holder holds: an async acquire's (one made inside
+/// the poll of its future, [`AsyncOp`]) as a flow of its task, any other as its thread's
+/// (or task's) own, a blocking one blocked with it.
 #[inline]
-pub(crate) fn acquiring(
-    raw: &ObservedLock,
-    kind: WaiterKind,
-    site: Site,
-    attempt: Attempt,
-) -> Announced {
+pub(crate) fn acquiring(raw: &ObservedLock, kind: WaiterKind, site: Site, attempt: Attempt) {
     // Lockdep's report may panic: nothing is held for this acquire yet.
     #[cfg(feature = "lockdep")]
-    let lockdep =
-        crate::lockdep::acquiring(&raw.observe.lockdep, kind, site.location(), attempt, || {
-            raw.writer_queued()
-        });
+    crate::lockdep::acquiring(&raw.observe.lockdep, kind, site.location(), attempt);
     // tokio-console's resource span, made at the lock's first acquire (its constructors
     // are `const`): a panic leaves it unmade, with nothing held.
     #[cfg(all(tokio_unstable, feature = "tracing"))]
     raw.observe.console.span(raw);
-    Announced {
-        #[cfg(feature = "lockdep")]
-        lockdep,
-    }
 }
 
 /// The lock of `raw` is now owned in mode `kind`, taken from `site` after `wait`: the
@@ -310,7 +294,12 @@ pub(crate) fn changed(
     raw.observe.console.update(raw, Some(from), Some(to));
 }
 
-/// The lock of `raw` held in mode `kind` as `held` has been released.
+/// The lock of `raw` held in mode `kind` as `held` has been released. Called by
+/// [`InFlight`]'s drop (which exists only with an observer that has a release hook).
+#[cfg_attr(
+    not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")),
+    allow(dead_code)
+)]
 #[inline]
 pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: Held) {
     // Lockdep (no foreign code: takes the lock off its holder's set), then `lock_stat`,
@@ -330,9 +319,11 @@ pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: Held) {
 }
 
 /// The [`Held`] of a lock handed to a future that may be dropped unfinished (an upgrade in
-/// flight): if it is dropped still holding it, it tells the observers that the lock was
-/// released in mode `kind` (the future released it first: declare this after it).
-/// Zero-sized, with no `Drop`, without the observers' features.
+/// flight), or of a lock being released: if it is dropped still holding it, it tells the
+/// observers that the lock was released in mode `kind`. The future, or the release, goes
+/// first: this is dropped after it (a local declared before it, a field declared after
+/// it), by an unwind too, so that a release whose wake-up panics still tells the
+/// observers. Zero-sized, with no `Drop`, without the observers' features.
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
 #[derive(Debug)]
 pub(crate) struct InFlight<'a> {
@@ -436,16 +427,6 @@ impl AsyncOp {
         }
     }
 
-    /// Takes what the acquire's announcement found, made outside a poll (a borrowed
-    /// upgrade's).
-    #[inline]
-    pub(crate) fn adopt(&mut self, announced: Announced) {
-        #[cfg(feature = "lockdep")]
-        {
-            self.lockdep = crate::lockdep::Watch::adopting(announced.lockdep);
-        }
-    }
-
     /// `acquire`, the future of the acquire, under this operation.
     #[inline]
     pub(crate) fn wrap<F: Future>(self, acquire: F) -> impl Future<Output = F::Output> {
@@ -503,8 +484,23 @@ impl<F: Future> Future for Watched<F> {
     }
 }
 
-/// Runs `f`, the polls of a blocking acquire: under `lockdep`, its acquires are the
-/// thread's own (no context: they block every future the thread runs).
+/// `acquire`, an async acquire that is not an [`AsyncOp`] of its own (an owned timed
+/// upgrade), polled as one for lockdep: its announcement and its wait are those of the
+/// future that polls it (its waker's flow). The identity without `lockdep`.
+#[cfg(feature = "tokio")]
+#[inline]
+pub(crate) fn in_flow<F: Future>(acquire: F) -> impl Future<Output = F::Output> {
+    #[cfg(feature = "lockdep")]
+    return Watched {
+        watch: crate::lockdep::Watch::default(),
+        acquire,
+    };
+    #[cfg(not(feature = "lockdep"))]
+    acquire
+}
+
+/// Runs `f`, the polls of a blocking acquire (or its announcement): under `lockdep`, its
+/// acquires are the thread's own (no flow: they block every future the thread runs).
 #[inline]
 pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(feature = "lockdep")]

@@ -255,10 +255,12 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     #[inline]
     pub(crate) fn unlock_fair(self) {
         let (lock, held) = self.into_parts();
+        // The observers are told once the release is done, even if a wake-up in it
+        // panics (dropped by the unwind, after the lock is released).
+        let _released = InFlight::new(lock.raw(), M::KIND, held);
         // SAFETY: the token owned the lock in mode `M` (a lock of kind `M::KIND`); it is
         // consumed without its `Drop`, so this is the one release.
         unsafe { lock.raw().unlock_fair(M::KIND) }
-        observe::released(lock.raw(), M::KIND, held);
     }
 
     /// The token of the same lock in mode `N`, carrying the same hold; tells the
@@ -286,12 +288,14 @@ impl<L: RawRef, M: Mode> Token<L, M> {
 impl<L: RawRef, M: Mode> Drop for Token<L, M> {
     #[inline]
     fn drop(&mut self) {
+        // SAFETY: `held` is taken once, here, and the token is gone after this.
+        let held = unsafe { ManuallyDrop::take(&mut self.held) };
+        // The observers are told once the release is done, even if a wake-up in it
+        // panics: the unwind drops this after the lock is released.
+        let _released = InFlight::new(self.lock.raw(), M::KIND, held);
         // SAFETY: a token exists only while its lock is owned in mode `M`; the `lock`
         // field (an `Arc`, perhaps) is dropped only after this.
         unsafe { M::release(self.lock.raw()) }
-        // SAFETY: `held` is taken once, here, and the token is gone after this.
-        let held = unsafe { ManuallyDrop::take(&mut self.held) };
-        observe::released(self.lock.raw(), M::KIND, held);
     }
 }
 
@@ -380,17 +384,19 @@ impl<L: RawRef> Token<L, Upgradable> {
 
 impl<'a> BorrowedToken<'a, Upgradable> {
     /// Gives the upgradable read lock to an upgrade future (from `site`), which trades it
-    /// for the write lock, or releases it if dropped unfinished.
+    /// for the write lock, or releases it if dropped unfinished. The upgrade is announced
+    /// to the observers at its first poll, in the flow of the future that polls it, as
+    /// every async acquire is.
     #[inline]
     pub(crate) fn upgrade(self, site: Site) -> Upgrading<'a> {
-        // While the token exists: a panic in the observer releases the lock.
-        let announced = observe::acquiring(self.lock, WaiterKind::Write, site, Attempt::Upgrade);
+        // While the token exists: a panic in tokio-console's subscriber releases the lock.
         let source = "RwLockUpgradableReadGuard::upgrade";
-        let mut op = observe::AsyncOp::new(self.lock, WaiterKind::Write, source);
-        op.adopt(announced);
+        let op = observe::AsyncOp::new(self.lock, WaiterKind::Write, source);
         let (lock, held) = self.into_parts();
         Upgrading {
             lock,
+            site,
+            announced: false,
             // SAFETY: the token's upgradable read lock goes to the acquire future.
             acquire: Waiting::new(unsafe { LockFuture::upgrade(lock) }, site),
             held: InFlight::new(lock, WaiterKind::UpgradableRead, held),
@@ -430,6 +436,11 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
 /// tells the observers (`held`, declared after `acquire`, is dropped after it).
 pub(crate) struct Upgrading<'a> {
     lock: &'a ObservedLock,
+    site: Site,
+    /// Whether the observers were told of the upgrade ([`observe::acquiring`], at the
+    /// first poll: a panic there, lockdep's report, drops the future, which releases the
+    /// lock).
+    announced: bool,
     /// Structurally pinned.
     acquire: Waiting<'a>,
     held: InFlight<'a>,
@@ -448,7 +459,12 @@ impl<'a> Future for Upgrading<'a> {
         // SAFETY: as above.
         let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
         let (lock, held) = (this.lock, &mut this.held);
+        let (site, announced) = (this.site, &mut this.announced);
         this.op.poll(cx, |cx| {
+            if !*announced {
+                *announced = true;
+                observe::acquiring(lock, WaiterKind::Write, site, Attempt::Upgrade);
+            }
             let Poll::Ready(wait) = acquire.poll(cx) else {
                 return Poll::Pending;
             };
@@ -501,8 +517,11 @@ impl<L: RawRef> Token<L, Upgradable> {
         site: Site,
         deadline: Option<std::time::Instant>,
     ) -> Result<Token<L, Write>, Self> {
-        // While the token exists: a panic in the observer releases the lock.
-        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        // While the token exists: a panic in the observer releases the lock. A blocking
+        // acquire: the thread's own (or the task's, blocked with it).
+        observe::blocking(|| {
+            observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        });
         let (lock, held) = self.into_parts();
         let (upgraded, held) = {
             // Declared before the acquire future: an unwind drops that first (it releases

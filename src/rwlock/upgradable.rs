@@ -629,7 +629,8 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
         // No `NonNull` is held across the `.await` (the future must be `Send`): the data
         // pointer comes back from the lock.
         let Self { token, .. } = this;
-        async move {
+        // Announced and watched as an async acquire of the future that polls it.
+        crate::observe::in_flow(async move {
             match token.upgrade_timeout(site, timeout).await {
                 Ok(token) => {
                     let data = token.lock().data_ptr_mut();
@@ -643,7 +644,7 @@ impl<T: ?Sized> OwnedRwLockUpgradableReadGuard<T> {
                     Err(unsafe { Self::new(token, data) })
                 }
             }
-        }
+        })
     }
 
     /// Gives up the right to upgrade, as [`RwLockUpgradableReadGuard::downgrade`].

@@ -50,8 +50,6 @@ struct Edge {
     held_modes: u8,
     /// Whether every acquire of the second class in it was an upgrade.
     upgrades_only: bool,
-    /// Whether a cycle through it has been reported.
-    reported: bool,
 }
 
 impl Edge {
@@ -78,6 +76,9 @@ struct Graph {
     after: Vec<Vec<u32>>,
     /// The recursions reported (the two locations), each reported once.
     recursions: HashSet<(Site, Site)>,
+    /// The cycles reported (their classes, from the smallest), each reported once,
+    /// whichever holders make their orders again.
+    cycles: HashSet<Vec<u32>>,
 }
 
 static GRAPH: LazyLock<Mutex<Graph>> = LazyLock::new(Mutex::default);
@@ -229,16 +230,31 @@ pub(super) struct Acquire {
     pub(super) site: Site,
 }
 
+/// How many more of the graph's orders a holder alone has made (see
+/// [`holders::sole_orders`](super::holders::sole_orders)), for each holder whose count
+/// changed.
+pub(super) type SoleOrders = Vec<(Holder, i32)>;
+
 /// `acquire`, made holding `held` and forming chain `key`: adds its orders, and returns
-/// the report of the first cycle (or class nesting) it closes, if any.
-pub(super) fn record(acquire: Acquire, held: &[Held], key: u64) -> Option<String> {
-    let report = graph().record(acquire, held);
+/// the report of the first cycle (or class nesting) it closes, if any, with the changes
+/// of the holders' sole orders.
+pub(super) fn record(acquire: Acquire, held: &[Held], key: u64) -> (Option<String>, SoleOrders) {
+    let mut sole = SoleOrders::new();
+    let report = graph().record(acquire, held, &mut sole);
     remember(key, acquire.holder);
-    report
+    (report, sole)
+}
+
+/// Adds `delta` to `holder`'s count in `sole`.
+fn count(sole: &mut SoleOrders, holder: Holder, delta: i32) {
+    match sole.iter_mut().find(|(h, _)| *h == holder) {
+        Some((_, n)) => *n += delta,
+        None => sole.push((holder, delta)),
+    }
 }
 
 impl Graph {
-    fn record(&mut self, acquire: Acquire, held: &[Held]) -> Option<String> {
+    fn record(&mut self, acquire: Acquire, held: &[Held], sole: &mut SoleOrders) -> Option<String> {
         let Acquire {
             holder,
             class,
@@ -249,7 +265,7 @@ impl Graph {
         let mut report = None;
         for &(held_class, held_mode, held_site) in held {
             let pair = (held_class, class);
-            let (new, changed) = match self.edges.get_mut(&pair) {
+            let changed = match self.edges.get_mut(&pair) {
                 Some(edge) => {
                     let mut changed = false;
                     if edge.held_modes & held_mode.bit() == 0 {
@@ -263,8 +279,9 @@ impl Graph {
                     if !edge.shared && !edge.holder.same_flow(holder) {
                         edge.shared = true;
                         changed = true;
+                        count(sole, edge.holder, -1);
                     }
-                    (false, changed && !edge.reported)
+                    changed
                 }
                 None => {
                     self.edges.insert(
@@ -278,18 +295,18 @@ impl Graph {
                             shared: false,
                             held_modes: held_mode.bit(),
                             upgrades_only: upgrade,
-                            reported: false,
                         },
                     );
                     self.after[held_class as usize].push(class);
-                    (true, true)
+                    count(sole, holder, 1);
+                    true
                 }
             };
             if report.is_some() || !changed {
                 continue;
             }
             report = if held_class == class {
-                new.then(|| {
+                self.nesting(class).then(|| {
                     let name = self.classes[class as usize];
                     format!(
                         "async-rwsem lockdep: possible deadlock: two locks of one class held at once\n  \
@@ -310,13 +327,19 @@ impl Graph {
                 };
                 self.cycle(held_class, class, now)
             };
-            if report.is_some() {
-                if let Some(edge) = self.edges.get_mut(&pair) {
-                    edge.reported = true;
-                }
-            }
         }
         report
+    }
+
+    /// Whether the order "`class`, then `class`" (two locks of one class held at once),
+    /// just made or changed, is reported now: once, and, as a cycle's, not while one
+    /// holder that may be one of several futures of a task made it alone (the
+    /// `join_all` of futures each holding a lock of its own looks like one flow that
+    /// holds them all).
+    fn nesting(&mut self, class: u32) -> bool {
+        let edge = &self.edges[&(class, class)];
+        let one_flow = !edge.shared && edge.holder.concurrent();
+        !one_flow && self.cycles.insert(vec![class])
     }
 
     /// The report of a cycle that the order `first -> second` closes, if there is one
@@ -329,7 +352,7 @@ impl Graph {
     /// - a cycle whose every order one flow made alone, in a holder that may be one of
     ///   several futures of a task, is not reported: lockdep cannot tell a flow's orders
     ///   from those of its siblings (`join!`), and one flow cannot deadlock with itself.
-    fn cycle(&self, first: u32, second: u32, now: Order) -> Option<String> {
+    fn cycle(&mut self, first: u32, second: u32, now: Order) -> Option<String> {
         let closing = &self.edges[&(first, second)];
         let path = self.path(second, first, closing.upgrades_only, closing.held_modes)?;
         let mut classes = vec![first, second];
@@ -341,10 +364,20 @@ impl Graph {
         let one_flow = edges.iter().all(|edge| {
             !edge.shared && edge.holder.same_flow(closing.holder) && closing.holder.concurrent()
         });
+        if one_flow {
+            return None;
+        }
         let orders: Vec<Order> = std::iter::once(now)
             .chain(edges[1..].iter().map(|edge| edge.order()))
             .collect();
-        (!one_flow).then(|| self.cycle_report(&classes, &orders))
+        // Once per cycle: its classes, from the smallest.
+        let mut key = classes[..classes.len() - 1].to_vec();
+        let smallest = (0..key.len()).min_by_key(|&i| key[i]).unwrap_or(0);
+        key.rotate_left(smallest);
+        if !self.cycles.insert(key) {
+            return None;
+        }
+        Some(self.cycle_report(&classes, &orders))
     }
 
     /// A path of orders from class `from` to class `to`, as the classes after `from`, if

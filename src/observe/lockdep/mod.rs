@@ -43,8 +43,10 @@
 //!
 //! - **Lock order**: for each lock the holder already holds, the edge "class A, then
 //!   class B" is added to a process-wide graph of classes, with the locations of the two
-//!   acquires the first time it was seen. An edge that closes a cycle is reported once,
-//!   with every edge of the cycle and its two locations. Every mode counts: a cycle of
+//!   acquires the first time it was seen. An edge that closes a cycle is reported with
+//!   every edge of the cycle and its two locations, once: the same cycle made again
+//!   later, by any holders, is not reported again, in any [`Report`] mode. Every mode
+//!   of the lock counts: a cycle of
 //!   reads deadlocks too, once a writer queues at each lock (a reader then queues behind
 //!   the writer, which waits for the other reader).
 //! - **Upgrades**: an upgrade is an acquisition of the write side: holding B while
@@ -59,12 +61,16 @@
 //!   issue 2849). An upgrade waits for every other reader: an upgrade while the holder
 //!   also holds a plain read of the lock is a recursion too. The upgrade of the
 //!   upgradable read that the holder holds is the one legal acquire of a held lock. A
-//!   thread's blocking acquire is reported at once; a task's acquire (async, or one of
-//!   the futures a task runs) as *Futures inside one task* says. Each pair of locations
-//!   (the held lock's acquire, this one) is reported once.
+//!   blocking acquire (on a thread, or inside a task: `spawn_blocking`, `block_in_place`)
+//!   is reported at once, as its thread waits for ever; an async acquire as *Futures
+//!   inside one task* says. Each pair of locations (the held lock's acquire, this one) is
+//!   reported once. Every hold of the lock the acquire conflicts with is checked, not
+//!   only the first.
 //! - **Two locks of one class**: holding a lock of a class while acquiring another of the
 //!   same class is reported (the edge "A, then A"), as the kernel does: lockdep cannot
-//!   order them. Locks that do nest give each level its own subclass (below).
+//!   order them. Locks that do nest give each level its own subclass (below). For async
+//!   acquires it is a cycle of one order, and follows their rule (*Futures inside one
+//!   task*): reported once two holders made it.
 //!
 //! The `try_` acquires cannot wait, so they add no edge and are never reported; the lock
 //! they take is held as any other, and orders what the holder acquires next.
@@ -114,13 +120,23 @@
 //!
 //! The holder of an acquire is the tokio task it runs in (`tokio::task::try_id`, with the
 //! feature `tokio`), or else the thread (blocking acquires, other executors); and, for an
-//! async acquire, the future that made it, told apart by the waker it is polled with
-//! (its data address). The children of a `FuturesUnordered` (and so of
-//! `buffer_unordered`, and of the pools built on it) are each polled with a waker of
-//! their own, as are the tasks of other executors: each is a holder of its own, as a task
-//! is. The branches of `join!` and `select!` are polled with their task's waker: they
-//! are one holder. A blocking or `try_` acquire is its task's or thread's own, and sees
-//! the locks every future of it holds.
+//! async acquire (announced at its future's first poll, upgrades included), the future
+//! that made it, told apart by the waker it is polled with. The children of a
+//! `FuturesUnordered` (and so of `buffer_unordered`, and of the pools built on it) are
+//! each polled with a waker of their own, as are the tasks of other executors: each is a
+//! holder of its own, as a task is. The branches of `join!` and `select!` are polled with
+//! their task's waker: they are one holder. A blocking or `try_` acquire is its task's or
+//! thread's own, and sees the locks every future of it holds.
+//!
+//! Each future is known by a number given the first time it holds a lock and never
+//! reused, as a task's id, not by its waker's address, which the next child of a
+//! `FuturesUnordered` is often given once the one before it ended: two jobs run one
+//! after the other are two holders. The number stays bound to the address while the
+//! future holds a lock, and while it is the only holder that made one of the graph's
+//! orders; lockdep then keeps a clone of its waker (at most one per order of the graph),
+//! which keeps the address from being given to another future. A guard that leaves its
+//! future (sent to a task, forgotten) keeps the binding while it lives: a new future
+//! polled with a waker at that address meanwhile counts as the old one.
 //!
 //! A lock is charged to the holder that acquired it until it is released, and the
 //! release takes it off that holder's set whichever task or thread drops the guard, so a
@@ -147,19 +163,30 @@
 //! branch is polled again. So, for a task (or any future polled with a waker):
 //!
 //! - **A recursive acquire is reported once it has waited [`deadlock_timeout`]** (1 s by
-//!   default, [`set_deadlock_timeout`]) while the hold it conflicts with is still held: a
-//!   real self-deadlock waits forever, a sibling's hold ends. The report says
-//!   `deadlock` (not `possible deadlock`) and how long the acquire waited; with
-//!   [`Report::Panic`] the waiting acquire panics (a thread, `lockdep-watchdog`, wakes it
-//!   at its deadline; the acquire is dropped as any cancelled one). One exception is
-//!   reported at once: a read while the holder holds a read of the lock and a writer is
-//!   queued (tokio issue 2849; a deadlock as soon as the handoff makes the read wait).
+//!   default, [`set_deadlock_timeout`]) while one of the holds it conflicts with is still
+//!   held (every one is watched: a sibling's read that came first and ended does not
+//!   hide the future's own): a real self-deadlock waits forever, a sibling's hold ends.
+//!   The report says `deadlock` (not `possible deadlock`) and how long the acquire
+//!   waited; with [`Report::Panic`] the waiting acquire panics (a thread,
+//!   `lockdep-watchdog`, wakes it at its deadline; the acquire is dropped as any
+//!   cancelled one). A read while the future's task holds a read of the lock and a
+//!   writer is queued (tokio issue 2849) is no exception: the read that came first may be
+//!   a sibling's (`join_all` of reads), which ends on its own; the future's own is
+//!   reported if the read waits (it passes the writer until the writer's handoff
+//!   timeout is due, under the default policy; at once under [`Policy::fifo`](crate::Policy::fifo)).
 //! - **A cycle that one holder's orders make alone is not reported**: the orders of two
 //!   `join!` branches that each hold a lock look like one flow that takes both, and one
 //!   flow, taking its locks one after the other, cannot deadlock with itself. A cycle is
 //!   reported once two holders (two tasks, two threads, two children of a
-//!   `FuturesUnordered`) made its orders. A thread's orders are one flow, and its cycles
-//!   are reported as the kernel's are.
+//!   `FuturesUnordered`) made its orders. So is two locks of one class held at once (the
+//!   futures of a `join_all` over per-item locks, each holding its own, look like one
+//!   flow holding them all). A thread's orders, and a blocking acquire's, are one flow,
+//!   and their cycles are reported as the kernel's are.
+//! - **A lock an acquire owns before it completes orders nothing**: an async acquire
+//!   that takes the lock and then yields (tokio's cooperative budget is spent: its next
+//!   poll completes it) holds the lock, but no code of its future runs until then, so
+//!   what a sibling acquires meanwhile (the other branch of a `futures::select!`) is not
+//!   ordered after it.
 //!
 //! What this means, by example:
 //!
@@ -169,20 +196,36 @@
 //! | `join!` of two futures holding two locks across a `sleep`, then both taken in one order | no |
 //! | a `FuturesUnordered` (or `buffer_unordered`) of jobs writing one lock across `.await`s | no |
 //! | a `select!` loop whose branches write and read one lock | no |
-//! | one future: a read, then a write, of one lock | yes, after [`deadlock_timeout`] |
+//! | `join_all` (or `join!`) of reads of one lock, a writer of another task queued after the first | no |
+//! | `join_all` over per-item locks made at one site (a `Vec<RwLock<Item>>`), each future holding its own | no |
+//! | a `futures::select!` loop whose branches take one lock each (tokio's budget makes a branch yield owning it); another task takes them in either order | no |
+//! | a borrowed upgrade in a `FuturesUnordered` job, waiting for another job's read | no |
+//! | one future: a read, then a write, of one lock (beside a `join!` sibling's read too) | yes, after [`deadlock_timeout`] |
 //! | `join!(a, b)`: `a` holds A and wants B, `b` holds B and wants A | yes, after [`deadlock_timeout`] |
-//! | a read, then a read of one lock with a writer queued in between | yes, at once |
-//! | two tasks (or two jobs of a `FuturesUnordered`) taking A, B and B, A | yes, at once |
+//! | a read, then a read of one lock with a writer queued in between | yes, after [`deadlock_timeout`] if the read waits; a thread's at once |
+//! | a blocking acquire of a lock the task holds (inside `spawn_blocking`), or a thread's | yes, at once |
+//! | two tasks (or two jobs of a `FuturesUnordered`, at once or one after the other) taking A, B and B, A | yes, at once |
 //! | one task taking A, B, later B, A (no other holder does) | no (two tasks are: yes) |
 //! | a thread taking A, B, later B, A | yes, at once |
+//! | two locks of one class nested by one task (two tasks, or a thread) | no (yes, at once) |
+//! | the same cycle made again, by new tasks or threads | once, in every [`Report`] mode |
 //! | `join!` branches: one holds A across an `.await` while the other takes B; another task takes B, A | yes (a false alarm) |
+//! | the `join_all` over per-item locks above, run by two tasks | yes (a false alarm) |
 //!
-//! The last row is what lockdep still cannot tell: the order two `join!` branches make
-//! (one holds A while the other takes B) is the task's "A, then B", and another task's
-//! "B, then A" closes a cycle with it. Spawn such branches as tasks (or poll them in a
-//! `FuturesUnordered`), or take their locks in one order.
+//! The last two rows are what lockdep still cannot tell, and why: the order two `join!`
+//! branches make (one holds A across an `.await` while the other takes B) reaches the
+//! lock exactly as a single future that holds A across an `.await` and then takes B: the
+//! same task, the same waker, A acquired and not released before B. The branches are
+//! polled inside one poll of the `join!`, with its waker; no acquire or release of the
+//! lock sees which branch runs, and the future that holds A is not polled, so nothing of
+//! it is there to see. So the task's "A, then B" is kept as an order, and another
+//! holder's "B, then A" closes a cycle with it (and two tasks' `join_all` each make
+//! "Item, then Item"). Spawn such branches as tasks (or poll them in a
+//! `FuturesUnordered`, whose children have wakers of their own), or take their locks in
+//! one order.
 //!
-//! Each row is a test of the repository (`tests/lockdep_tasks.rs`, `tests/lockdep.rs`).
+//! Each row is a test of the repository (`tests/lockdep_tasks.rs`, `tests/lockdep.rs`,
+//! `tests/lockdep_report.rs`).
 
 //! # Reports
 //!
@@ -198,15 +241,20 @@
 //! acquire waited: the acquire is dropped), so a panicking report (or subscriber) leaves
 //! every lock and lockdep itself as they were. A deadlock's report under
 //! [`Report::Stderr`] or `Report::Tracing` is made on the watchdog's thread (a `tracing`
-//! subscriber set for the task's thread only does not see it). An acquire made while its thread unwinds (in a `Drop` run by a
-//! panic) never panics: its report goes to standard error, and a subscriber's panic is
-//! caught, since a second panic would abort the process.
+//! subscriber set for the task's thread only does not see it). Foreign code that runs on
+//! the watchdog's thread (a waker's `wake` or `drop`, a subscriber) cannot stop it: its
+//! panic is caught there, and the next deadlock is reported as any. An acquire made while
+//! its thread unwinds (in a `Drop` run by a panic) never panics: its report goes to
+//! standard error, and a subscriber's panic is caught, since a second panic would abort
+//! the process. A release tells lockdep (and `lock_stat`) even if the wake-up of a
+//! waiter in it panics.
 //!
 //! # Cost
 //!
 //! With the feature on, an acquire and a release each take the mutex of one shard of
 //! the held sets (64 shards, picked by task or thread: two workers rarely want the same
-//! one); an acquire that can wait walks its holder's held locks and, if it holds any,
+//! one), where the acquiring future's number is found (or given) in a short list of its
+//! task's futures; an acquire that can wait walks its holder's held locks and, if it holds any,
 //! hashes the chain they form with the lock acquired and looks it up in a sharded table
 //! of chains already checked (a read lock). Only a chain new to the process (or to a
 //! second holder) takes the process-wide mutex of the class graph, adds its orders and
@@ -232,9 +280,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use self::graph::ChainKey;
 pub(crate) use self::holders::blocking;
-use self::holders::{Entry, Holder, Owner};
+use self::holders::{Caller, Entry, Holder, Owner};
+use self::watch::Suspect;
+pub(crate) use self::watch::Watch;
 pub use self::watch::{deadlock_timeout, set_deadlock_timeout};
-pub(crate) use self::watch::{Suspect, Watch};
 use crate::observe::Attempt;
 use crate::raw::list::WaiterKind;
 
@@ -397,12 +446,17 @@ pub struct HeldLock {
 /// assert!(lockdep::held().is_empty());
 /// ```
 pub fn held() -> Vec<HeldLock> {
-    let holder = Holder::current();
-    let held: Vec<(u32, Mode, &'static Location<'static>)> = holders::shard(holder.owner)
-        .iter()
-        .filter(|entry| entry.owner == holder.owner && holder.sees(entry.context))
-        .map(|entry| (entry.class, entry.mode, entry.site))
-        .collect();
+    let caller = Caller::current();
+    let held: Vec<(u32, Mode, &'static Location<'static>)> = {
+        let shard = holders::shard(caller.owner);
+        let flow = caller.flow(&shard);
+        shard
+            .entries
+            .iter()
+            .filter(|entry| caller.sees(entry, flow))
+            .map(|entry| (entry.class, entry.mode, entry.site))
+            .collect()
+    };
     held.into_iter()
         .map(|(class, mode, location)| HeldLock {
             class: graph::class_name(class),
@@ -534,83 +588,78 @@ pub(crate) struct HeldState {
     entry: u64,
 }
 
-/// What an acquire's announcement found, for the acquire future to watch (a suspect
-/// wait, see [`watch`]); empty for the acquires announced inside a poll, whose future
-/// takes it from the poll.
-pub(crate) type Suspicion = Option<Suspect>;
-
 // ---------------------------------------------------------------------------------------
 // The calls of the hook layer.
 
 /// An acquire of the lock of `class` in the mode `kind` names, called at `site`, is about
 /// to start. Checks it against what the current holder holds if it can wait, adds its
-/// orders, and reports, with lockdep's locks released and before the lock is touched.
+/// orders, and reports, with lockdep's locks released and before the lock is touched. An
+/// async acquire's wait for a lock its own flow may hold is handed to the poll in
+/// progress ([`Watch::poll`]), which watches it.
 pub(crate) fn acquiring(
     class: &LockClass,
     kind: WaiterKind,
     site: &'static Location<'static>,
     attempt: Attempt,
-    writer_queued: impl FnOnce() -> bool,
-) -> Suspicion {
+) {
     if attempt == Attempt::Try {
-        return None;
+        return;
     }
     #[cfg(test)]
     if CHECKS_OFF.try_with(Cell::get).unwrap_or(false) {
-        return None;
+        return;
     }
     let report = report();
     if report == Report::Off {
-        return None;
+        return;
     }
-    let holder = Holder::current();
-    if !holders::may_hold(holder.owner) {
-        return None; // nothing held: nothing to check
+    let caller = Caller::current();
+    if !holders::may_hold(caller.owner) {
+        return; // nothing held: nothing to check
     }
     let (class_id, lock) = (graph::class_id(class), class.number());
     let upgrade = attempt == Attempt::Upgrade;
     let mode = Mode::of(kind);
 
-    // Under the owner's shard: the same lock held, and the chain of the others.
+    // Under the owner's shard: the holds of the same lock it conflicts with (every one,
+    // for the watch), and the chain of the others.
     let mut chain = ChainKey::default();
-    let mut conflict = None;
-    {
-        let entries = holders::shard(holder.owner);
-        for entry in entries.iter() {
-            if entry.owner != holder.owner || !holder.sees(entry.context) {
+    let mut conflicts = Vec::new();
+    let mut first_conflict = None;
+    let flow = {
+        let shard = holders::shard(caller.owner);
+        let flow = caller.flow(&shard);
+        for entry in shard.entries.iter() {
+            if !caller.sees(entry, flow) {
                 continue;
             }
             if entry.lock == lock {
-                if conflict.is_none() {
-                    if let Some(why) = recursion(upgrade, kind, entry.mode) {
-                        conflict = Some((entry.id, entry.mode, entry.site, why));
-                    }
+                if let Some(why) = recursion(upgrade, kind, entry.mode) {
+                    first_conflict.get_or_insert((entry.mode, entry.site, why));
+                    conflicts.push(entry.id);
                 }
                 continue;
             }
-            chain.push(entry.class, entry.mode);
+            if entry.settled {
+                chain.push(entry.class, entry.mode);
+            }
         }
-    }
+        flow
+    };
 
-    if let Some((entry, held_mode, held_site, why)) = conflict {
+    if let Some((held_mode, held_site, why)) = first_conflict {
         let name = graph::class_name(class_id);
-        // A read while a read is held waits only behind a writer queued in between: one
-        // queued now makes it a possible deadlock even if this read gets in first.
-        let reads = kind == WaiterKind::Read && held_mode != Mode::Write;
-        if holder.concurrent() && !(reads && writer_queued()) {
+        let holder = caller.owner;
+        if caller.is_async() {
             // Maybe a sibling's hold (`join!`, `select!`): reported only if the acquire
-            // waits too long, the hold still there.
+            // waits too long, one of the holds still there.
             let message = format!(
                 "async-rwsem lockdep: deadlock: recursive acquire of one lock\n  \
                  {holder} acquires {name} ({mode}) at {site}, and has waited {{waited}} for it\n  \
                  while it holds that lock ({held_mode}, acquired at {held_site}):\n  {why}"
             );
-            let suspect = Suspect::new(holder.owner, entry, lock, message);
-            if holder.context != 0 {
-                watch::set_pending(suspect);
-                return None;
-            }
-            return Some(suspect);
+            watch::set_pending(Suspect::new(holder, conflicts, lock, message));
+            return;
         }
         if graph::first_recursion(held_site, site) {
             deliver(
@@ -622,21 +671,25 @@ pub(crate) fn acquiring(
                 ),
             );
         }
-        return None;
+        return;
     }
     if chain.is_empty() {
-        return None;
+        return;
     }
+    // A future not bound to a number yet (it holds nothing of its own): a new one.
+    let holder = Holder {
+        owner: caller.owner,
+        flow: flow.unwrap_or_else(holders::next_entry),
+    };
     let key = chain.finish(class_id, mode, upgrade);
     if graph::validated(key, holder) {
-        return None;
+        return;
     }
     // A chain not yet checked for this holder: the orders, under the graph's mutex.
-    let held: Vec<graph::Held> = holders::shard(holder.owner)
+    let held: Vec<graph::Held> = holders::shard(caller.owner)
+        .entries
         .iter()
-        .filter(|entry| {
-            entry.owner == holder.owner && holder.sees(entry.context) && entry.lock != lock
-        })
+        .filter(|entry| caller.sees(entry, flow) && entry.lock != lock && entry.settled)
         .map(|entry| (entry.class, entry.mode, entry.site))
         .collect();
     let acquire = graph::Acquire {
@@ -646,10 +699,13 @@ pub(crate) fn acquiring(
         upgrade,
         site,
     };
-    if let Some(message) = graph::record(acquire, &held, key) {
+    let (message, sole) = graph::record(acquire, &held, key);
+    for (flow, delta) in sole {
+        holders::sole_orders(&caller, flow, delta);
+    }
+    if let Some(message) = message {
         deliver(report, &message);
     }
-    None
 }
 
 /// Why an acquire (`upgrade`: an upgrade) in the mode `kind` names of a lock its holder
@@ -675,24 +731,32 @@ pub(crate) fn acquired(
     kind: WaiterKind,
     site: &'static Location<'static>,
 ) -> HeldState {
-    let holder = Holder::current();
-    let entry = Entry {
-        owner: holder.owner,
-        id: holders::next_entry(),
-        lock: class.number(),
-        class: graph::class_id(class),
-        mode: Mode::of(kind),
-        site,
-        context: holder.context,
-    };
-    let id = entry.id;
-    let shard = 1 << holders::shard_of(holder.owner);
+    let caller = Caller::current();
+    let (class_id, lock) = (graph::class_id(class), class.number());
+    let id = holders::next_entry();
+    let shard = 1 << holders::shard_of(caller.owner);
     if class.shards.load(Relaxed) & shard == 0 {
         class.shards.fetch_or(shard, Relaxed);
     }
-    holders::shard(holder.owner).push(entry);
+    {
+        let mut shard = holders::shard(caller.owner);
+        let flow = shard.hold(&caller);
+        shard.entries.push(Entry {
+            owner: caller.owner,
+            id,
+            lock,
+            class: class_id,
+            mode: Mode::of(kind),
+            site,
+            flow,
+            settled: true,
+        });
+    }
+    if caller.is_async() {
+        holders::set_last_charged(caller.owner, id);
+    }
     HeldState {
-        owner: holder.owner,
+        owner: caller.owner,
         entry: id,
     }
 }
@@ -700,6 +764,7 @@ pub(crate) fn acquired(
 /// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
 pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
     if let Some(entry) = holders::shard(held.owner)
+        .entries
         .iter_mut()
         .find(|entry| entry.id == held.entry)
     {
@@ -710,10 +775,8 @@ pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
 /// The held lock was released: takes it off the set of the holder it was charged to,
 /// whoever releases it.
 pub(crate) fn released(held: HeldState) {
-    let mut entries = holders::shard(held.owner);
-    if let Some(at) = entries.iter().rposition(|entry| entry.id == held.entry) {
-        entries.remove(at);
-    }
+    let pin = holders::shard(held.owner).release(held.owner, held.entry);
+    holders::drop_pin(pin);
 }
 
 /// Panics with `message` as the payload (a `String`), as `panic!` would, but prints it

@@ -11,6 +11,7 @@
 //! cancellation); other reports are made from the watchdog's thread.
 
 use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -61,9 +62,11 @@ const DONE: u8 = 2;
 /// An acquire of a lock its holder's task holds: what to check, and the report.
 #[derive(Debug)]
 pub(crate) struct Suspect {
-    /// The conflicting hold: its owner, entry and lock numbers.
+    /// The conflicting holds: their owner, their entries, and the lock's number. Every
+    /// one is watched: the acquire is reported if any is still held at its deadline (a
+    /// sibling's hold that ended says nothing of the holder's own).
     owner: Owner,
-    entry: u64,
+    entries: Vec<u64>,
     lock: u64,
     /// The report, with `{waited}` where the wait goes.
     message: String,
@@ -72,10 +75,10 @@ pub(crate) struct Suspect {
 }
 
 impl Suspect {
-    pub(super) fn new(owner: Owner, entry: u64, lock: u64, message: String) -> Self {
+    pub(super) fn new(owner: Owner, entries: Vec<u64>, lock: u64, message: String) -> Self {
         Self {
             owner,
-            entry,
+            entries,
             lock,
             message,
             state: AtomicU8::new(WAITING),
@@ -112,25 +115,20 @@ fn take_pending() -> Option<Box<Suspect>> {
 }
 
 /// What lockdep keeps in an async acquire future (feature `lockdep`): its suspect, if
-/// its announcement found one, and whether the watchdog has it.
+/// its announcement found one, and whether the watchdog has it; the entry of a lock it
+/// owns but has not returned yet (a `Pending` after the lock was taken: tokio's budget).
 #[derive(Debug, Default)]
 pub(crate) struct Watch {
     suspect: Option<Arc<Suspect>>,
     watched: bool,
+    unsettled: Option<(Owner, u64)>,
 }
 
 impl Watch {
-    /// The state of an acquire that has announced itself outside a poll (a borrowed
-    /// upgrade), with what its announcement found.
-    pub(crate) fn adopting(suspect: Option<Suspect>) -> Self {
-        Self {
-            suspect: suspect.map(Arc::new),
-            watched: false,
-        }
-    }
-
     /// One poll of the acquire, `poll`, in the context of the waker of `cx`: reports a
-    /// confirmed deadlock (panics), and watches a suspect acquire that waits.
+    /// confirmed deadlock (panics), and watches a suspect acquire that waits. A lock
+    /// taken by a poll that returns `Pending` orders nothing until the acquire completes
+    /// ([`holders::Entry::settled`]).
     pub(crate) fn poll<T>(
         &mut self,
         cx: &mut Context<'_>,
@@ -145,10 +143,20 @@ impl Watch {
             }
         }
         drop(take_pending());
-        let waker = cx.waker().data() as usize;
+        let _ = holders::take_last_charged();
+        let waker = cx.waker();
         let result = holders::polling(waker, || poll(cx));
         if let Some(suspect) = take_pending() {
             self.suspect = Some(Arc::new(*suspect));
+        }
+        let charged = holders::take_last_charged();
+        if result.is_pending() {
+            if let Some(entry) = charged {
+                holders::set_settled(entry, false);
+                self.unsettled = Some(entry);
+            }
+        } else if let Some(entry) = self.unsettled.take() {
+            holders::set_settled(entry, true);
         }
         if let Some(suspect) = &self.suspect {
             if result.is_pending() {
@@ -206,8 +214,16 @@ fn watch(suspect: Arc<Suspect>) {
 }
 
 /// The watchdog thread: at each deadline, reports the suspects still waiting while
-/// their conflicting hold is still held.
+/// their conflicting hold is still held. A panic of foreign code anywhere in it (a waker
+/// dropped with its suspect, say) is caught, and the watch goes on.
 fn watchdog() {
+    loop {
+        let _ = catch_unwind(watch_deadlines);
+    }
+}
+
+/// The watchdog's loop; never returns.
+fn watch_deadlines() {
     let (list, wake) = &*WATCHED;
     let mut watched = list.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
@@ -226,7 +242,9 @@ fn watchdog() {
         let next = watched.iter().map(|(deadline, _)| *deadline).min();
         drop(watched);
         for suspect in due {
-            confirm(&suspect);
+            // Foreign code runs here (the waker's wake and drop, a `tracing` subscriber):
+            // its panic loses that one report, never the watchdog.
+            let _ = catch_unwind(AssertUnwindSafe(move || confirm(&suspect)));
         }
         watched = list.lock().unwrap_or_else(PoisonError::into_inner);
         watched = match next {
@@ -244,9 +262,10 @@ fn watchdog() {
     }
 }
 
-/// A suspect's deadline passed: reports it if its conflicting hold is still held.
+/// A suspect's deadline passed: reports it if one of its conflicting holds is still
+/// held.
 fn confirm(suspect: &Suspect) {
-    if !holders::holds(suspect.owner, suspect.entry, suspect.lock) {
+    if !holders::holds_any(suspect.owner, &suspect.entries, suspect.lock) {
         suspect.state.store(DONE, Relaxed);
         return;
     }
@@ -258,14 +277,16 @@ fn confirm(suspect: &Suspect) {
                 .compare_exchange(WAITING, CONFIRMED, Relaxed, Relaxed)
                 .is_ok()
             {
+                // Taken, not cloned (a clone is foreign code too); the future's next
+                // poll reports.
                 let waker = suspect
                     .waker
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                    .take();
                 if let Some(waker) = waker {
                     // Foreign code: the watchdog outlives its panic.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake()));
+                    let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
                 }
             }
         }
