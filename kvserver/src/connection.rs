@@ -55,6 +55,9 @@ const OUT_FLUSH: usize = 64 * 1024;
 /// it ends (`malloc_trim`).
 const BIG_OUTPUT: usize = 32 << 20;
 
+/// The most a blocked client's unrun requests may take before the connection stops reading.
+const BLOCKED_INBUF: usize = 1 << 20;
+
 /// The room a batch's reply buffer starts with (16 pipelined short replies fit).
 const OUT_FIRST: usize = 256;
 
@@ -104,6 +107,9 @@ struct Conn<'a, L> {
     /// Unparsed requests are waiting in `inbuf` for the queue to drain.
     parse_pending: bool,
     reading: Reading,
+    /// The blocking command this client waits in (`BLPOP`): nothing more of `inbuf` runs
+    /// until its reply comes.
+    blocked: Option<crate::blocking::Blocked>,
 }
 
 enum Event {
@@ -113,6 +119,7 @@ enum Event {
     Wrote(std::io::Result<usize>),
     Read(std::io::Result<usize>),
     Deadline,
+    Unblocked(crate::blocking::Reply),
 }
 
 impl<L: ShardLock<Shard>> Conn<'_, L> {
@@ -212,12 +219,20 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                             seq,
                         });
                     }
-                    if flow == Flow::Close {
-                        // nothing after QUIT (or SHUTDOWN) is run
-                        self.reading = Reading::Done;
-                        self.inbuf.clear();
-                        pos = 0;
-                        break;
+                    match flow {
+                        Flow::Continue => {}
+                        Flow::Close => {
+                            // nothing after QUIT (or SHUTDOWN) is run
+                            self.reading = Reading::Done;
+                            self.inbuf.clear();
+                            pos = 0;
+                            break;
+                        }
+                        Flow::Block(b) => {
+                            // the rest waits in `inbuf` until the reply comes
+                            self.blocked = Some(b);
+                            break;
+                        }
                     }
                     if batch.out.len() >= OUT_FLUSH {
                         self.queue(&mut batch).await;
@@ -293,23 +308,30 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
         marks: Vec::new(),
         parse_pending: false,
         reading: Reading::Open,
+        blocked: None,
     };
     // Last request read or reply taken (the idle timeout), and last reply taken (or the
     // moment the queue became non-empty: the output limit's grace period).
     let mut last_progress = Instant::now();
     let mut last_taken = Instant::now();
     loop {
-        if c.parse_pending && !c.over_limit() {
+        if c.parse_pending && !c.over_limit() && c.blocked.is_none() {
             c.run_requests().await;
         }
         let over = c.over_limit();
-        let want_read = c.reading == Reading::Open && !over && !c.parse_pending;
+        // A blocked client is still read (so that its going away is seen), up to a bound.
+        let want_read = c.reading == Reading::Open
+            && !over
+            && !c.parse_pending
+            && (c.blocked.is_none() || c.inbuf.len() < BLOCKED_INBUF);
         let want_write = !c.sendq.is_empty();
         if c.reading != Reading::Open && !want_write {
             break;
         }
-        // As Redis: subscribers and monitors are not closed for being idle.
-        let listening = info.outbox.subscribed() || info.monitor.load(Ordering::Relaxed);
+        // As Redis: subscribers, monitors and blocked clients are not closed for being idle.
+        let listening = info.outbox.subscribed()
+            || info.monitor.load(Ordering::Relaxed)
+            || c.blocked.is_some();
         let mut deadline = idle.filter(|_| !listening).map(|t| last_progress + t);
         if over {
             let g = last_taken + grace;
@@ -321,6 +343,8 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
         let was_empty = c.sendq.is_empty();
         let event = {
             let front: &[u8] = c.sendq.front().map_or(&[], |f| &f[c.front_off..]);
+            let is_blocked = c.blocked.is_some();
+            let blocked = &mut c.blocked;
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -333,6 +357,7 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
                 r = wr.write(front), if want_write => Event::Wrote(r),
                 _ = info.outbox.notify.notified() => Event::Pushed,
                 r = rd.read_buf(&mut c.inbuf), if want_read => Event::Read(r),
+                r = async { blocked.as_mut().expect("blocked").wait().await }, if is_blocked => Event::Unblocked(r),
                 _ = sleep => Event::Deadline,
             }
         };
@@ -380,6 +405,8 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
             }
             Event::Wrote(_) => break,
             Event::Read(Ok(0)) => c.reading = Reading::Done,
+            // Kept in `inbuf` until the blocked command's reply comes.
+            Event::Read(Ok(_)) if c.blocked.is_some() => last_progress = Instant::now(),
             Event::Read(Ok(_)) => {
                 last_progress = Instant::now();
                 c.run_requests().await;
@@ -388,6 +415,25 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
                 }
             }
             Event::Read(Err(_)) => break,
+            Event::Unblocked(reply) => {
+                c.blocked = None;
+                last_progress = Instant::now();
+                let mut batch = c.new_batch();
+                batch.out = reply.out;
+                if reply.seq != 0 {
+                    batch.marks.push(Mark {
+                        start: 0,
+                        end: batch.out.len(),
+                        seq: reply.seq,
+                    });
+                }
+                c.queue(&mut batch).await;
+                c.marks = batch.marks;
+                c.parse_pending = !c.inbuf.is_empty();
+                if was_empty && !c.sendq.is_empty() {
+                    last_taken = Instant::now();
+                }
+            }
             Event::Deadline => {
                 if c.over_limit() && last_taken.elapsed() >= grace {
                     shared

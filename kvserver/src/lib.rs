@@ -12,7 +12,8 @@
 //!   `ZSCORE`, ...), keys (`DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `TYPE`,
 //!   `RENAME`, `RENAMENX`, `KEYS`, `SCAN`, `RANDOMKEY`, `EXPIRE` and friends, `TTL`/`PTTL`,
 //!   `PERSIST`), server (`DBSIZE`, `FLUSHALL`, `SAVE`, `BGSAVE`, `LASTSAVE`, `SHUTDOWN`, `INFO`,
-//!   `CONFIG GET`, `TIME`, `COMMAND`), connection (`PING`, `ECHO`, `QUIT`, `SELECT 0`, `CLIENT`).
+//!   `CONFIG GET`, `TIME`, `COMMAND`), connection (`PING`, `ECHO`, `QUIT`, `SELECT 0`, `CLIENT`); the blocking pops (`BLPOP`,
+//!   `BLMOVE`, `BZPOPMIN`, ...: [`blocking`]).
 //!   Pipelined requests of any size are answered in order while the client is still sending.
 //! - The data lives in `--shards` maps, each behind the lock chosen by `--lock`. Inside its
 //!   write critical section a write appends its record to the log's current batch; the batch
@@ -45,6 +46,7 @@
 //! `--quiet`.
 
 pub mod aof;
+pub mod blocking;
 pub mod commands;
 mod connection;
 pub mod glob;

@@ -136,6 +136,8 @@ pub struct Shared<L> {
     pub settings: Settings,
     /// Strings Redis would hold `raw` (see [`RawStrings`]).
     pub raw_strings: RawStrings,
+    /// The clients blocked on keys (`BLPOP`, ...).
+    pub blocking: Arc<crate::blocking::Blocking>,
     /// Channels, patterns and their subscribers; the monitors.
     pub pubsub: crate::pubsub::PubSub,
     /// `notify-keyspace-events` ([`crate::notify`]'s flags; 0: off).

@@ -306,6 +306,20 @@ fn client_cmd<L: ShardLock<Shard>>(
             client.set_lib(which, &String::from_utf8_lossy(&args[3]));
             resp::ok(out)
         }
+        b"UNBLOCK" if n == 3 || n == 4 => {
+            let Some(id) = parse_int(&args[2]) else {
+                return resp::error(out, NOT_INT);
+            };
+            let error = match args.get(3).map(|a| a.to_ascii_uppercase()).as_deref() {
+                None | Some(b"TIMEOUT") => false,
+                Some(b"ERROR") => true,
+                Some(_) => {
+                    return resp::error(out, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+                }
+            };
+            let done = id > 0 && super::blocking::unblock(shared, id as u64, error);
+            resp::integer(out, done as i64)
+        }
         b"LIST" => {
             let mut i = 2;
             let mut only: Option<Vec<u64>> = None;

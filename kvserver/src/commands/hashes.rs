@@ -1,5 +1,6 @@
-//! Hash commands (as Redis' `t_hash.c`): `HSET`, `HMSET`, `HGET`, `HMGET`, `HGETALL`, `HDEL`,
-//! `HINCRBY`, `HLEN`, `HEXISTS`, `HKEYS`, `HVALS`.
+//! Hash commands (as Redis' `t_hash.c`): `HSET`, `HMSET`, `HSETNX`, `HGET`, `HMGET`,
+//! `HGETALL`, `HDEL`, `HINCRBY`, `HINCRBYFLOAT`, `HLEN`, `HSTRLEN`, `HEXISTS`, `HKEYS`,
+//! `HVALS`, `HRANDFIELD`.
 
 use std::sync::Arc;
 
@@ -144,7 +145,123 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .await;
             reply_err(out, r)
         }
+        b"HSETNX" => {
+            let (field, value) = (std::mem::take(&mut args[2]), std::mem::take(&mut args[3]));
+            let r = store
+                .mutate(&args[1], seq, |v| {
+                    let h = v.map(Value::hash).transpose()?;
+                    if h.is_some_and(|h| h.contains_key(&field)) {
+                        return Ok((None, 0));
+                    }
+                    Ok((Some(Mutation::HSet(vec![(field, value)])), 1))
+                })
+                .await;
+            reply_int(out, r)
+        }
+        b"HINCRBYFLOAT" => {
+            use crate::ldouble::{self, Parsed};
+            let incr = match ldouble::parse(&args[3]) {
+                Some(Parsed::Finite(x)) => x,
+                Some(_) => {
+                    resp::error(out, "ERR value is NaN or Infinity");
+                    return Flow::Continue;
+                }
+                None => {
+                    resp::error(out, "ERR value is not a valid float");
+                    return Flow::Continue;
+                }
+            };
+            let field = std::mem::take(&mut args[2]);
+            let r = store
+                .mutate(&args[1], seq, |v| {
+                    let h = v.map(Value::hash).transpose()?;
+                    let old = match h.and_then(|h| h.get(&field)) {
+                        Some(old) => match ldouble::parse(old) {
+                            Some(Parsed::Finite(x)) => x,
+                            Some(_) => {
+                                return Err("ERR increment would produce NaN or Infinity".into())
+                            }
+                            None => return Err("ERR hash value is not a float".into()),
+                        },
+                        None => match ldouble::parse(b"0") {
+                            Some(Parsed::Finite(z)) => z,
+                            _ => unreachable!("zero parses"),
+                        },
+                    };
+                    let new = ldouble::add(old, incr)
+                        .ok_or("ERR increment would produce NaN or Infinity")?;
+                    let text = ldouble::format(new).into_bytes();
+                    Ok((Some(Mutation::HSet(vec![(field, text.clone())])), text))
+                })
+                .await;
+            match r {
+                Ok(text) => resp::bulk(out, &text),
+                Err(e) => resp::error(out, &e),
+            }
+        }
+        b"HSTRLEN" => {
+            let r = store
+                .read(&args[1], |v| {
+                    let h = v.map(Value::hash).transpose()?;
+                    Ok(h.and_then(|h| h.get(&args[2]))
+                        .map_or(0, |v| v.len() as i64))
+                })
+                .await;
+            reply_int(out, r)
+        }
+        b"HRANDFIELD" => hrandfield(shared, args, out).await,
         _ => unknown(out, args),
     }
     Flow::Continue
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`
+async fn hrandfield<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
+    let mut count = None;
+    let mut withvalues = false;
+    if args.len() >= 3 {
+        let with = args.len() == 4;
+        match super::zset_ranges::parse_rand_count(&args[2], with) {
+            Ok(c) => count = Some(c),
+            Err(e) => return resp::error(out, &e),
+        }
+        if args.len() > 4 || (with && !args[3].eq_ignore_ascii_case(b"WITHVALUES")) {
+            return resp::error(out, super::SYNTAX);
+        }
+        withvalues = with;
+    }
+    let r = shared
+        .store
+        .read(&args[1], |v| {
+            let h = v.map(Value::hash).transpose()?;
+            let Some(count) = count else {
+                let f = h.and_then(|h| {
+                    let i = rand::Rng::gen_range(&mut rand::thread_rng(), 0..h.len());
+                    h.get_index(i)
+                });
+                resp::opt_bulk(out, f.map(|(f, _)| &f[..]));
+                return Ok(());
+            };
+            let Some(h) = h else {
+                resp::array_header(out, 0);
+                return Ok(());
+            };
+            let picks = super::zset_ranges::random_picks(h.len(), count);
+            let pairs = withvalues && resp::protocol() == 3;
+            let per = if withvalues && !pairs { 2 } else { 1 };
+            resp::array_header(out, picks.len() * per);
+            for i in picks {
+                let (f, v) = h.get_index(i).expect("in range");
+                if pairs {
+                    resp::array_header(out, 2);
+                }
+                resp::bulk(out, f);
+                if withvalues {
+                    resp::bulk(out, v);
+                }
+            }
+            Ok(())
+        })
+        .await;
+    reply_err(out, r)
 }

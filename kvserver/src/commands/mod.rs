@@ -5,17 +5,22 @@
 //! its arguments, calls the store and encodes the reply. No lock is touched here directly; the
 //! store does that.
 
+mod blocking;
 mod connection;
 mod debug;
 mod hashes;
 mod hooks;
 mod keys;
+mod list_moves;
 mod lists;
 mod server;
+mod set_ops;
 mod sets;
 mod sort;
 mod strings;
 mod tx;
+mod zset_ops;
+mod zset_ranges;
 
 pub use tx::unwatch;
 mod zsets;
@@ -52,10 +57,12 @@ async fn evict<L: ShardLock<Shard>>(shared: &Shared<L>) -> bool {
 }
 
 /// Whether the connection goes on after this command.
-#[derive(Debug, PartialEq, Eq)]
 pub enum Flow {
     Continue,
     Close,
+    /// The command blocked (`BLPOP` on empty lists): the connection runs nothing more until
+    /// this brings the reply (served or timed out); dropping it unblocks the client.
+    Block(crate::blocking::Blocked),
 }
 
 const NOT_INT: &str = "ERR value is not an integer or out of range";
@@ -107,13 +114,30 @@ fn arity_ok(args: &Args, arity: isize) -> bool {
 
 /// Runs one request and appends its reply to `out`. A write sets `seq` to the sequence
 /// number of its log record: the connection must not send the reply before [`crate::aof::Log::wait`]
-/// says that record is written (and must replace the reply by an error if it failed).
+/// says that record is written (and must replace the reply by an error if it failed). After
+/// it, the clients blocked on the keys it (or the transaction it ends) wrote are served.
 pub async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
     client: &ClientInfo,
     args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
+) -> Flow {
+    let flow = dispatch(shared, client, args, out, seq, false).await;
+    if shared.blocking.has_ready() {
+        blocking::serve_ready(shared).await;
+    }
+    flow
+}
+
+/// [`execute`] without the serving of blocked clients (`nested`: a command `EXEC` runs).
+async fn dispatch<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    client: &ClientInfo,
+    args: &mut Args,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+    nested: bool,
 ) -> Flow {
     let packed = packed_name(&args[0]).unwrap_or(0);
     let upper = packed.to_le_bytes();
@@ -165,9 +189,10 @@ pub async fn execute<L: ShardLock<Shard>>(
     if spec.data {
         *seq = READ;
     }
-    // SORT writes only its STORE destination, which it touches itself.
+    // SORT writes only its STORE destination, which it touches itself; a blocking command
+    // flags the watchers of what it changes itself, when it changes it.
     if spec.write && spec.module != Module::Sort {
-        if shared.watches.any() {
+        if shared.watches.any() && !spec.blocking {
             tx::touch(shared, spec, args).await;
         }
         match name {
@@ -188,10 +213,22 @@ pub async fn execute<L: ShardLock<Shard>>(
     let notify = shared
         .notify_flags
         .load(std::sync::atomic::Ordering::Relaxed);
-    let flow = if notify != 0 && spec.write {
-        hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
+    let flow = if spec.blocking {
+        blocking::execute(shared, client, name, args, out, seq, nested).await
     } else {
-        run(shared, client, spec, name, args, out, seq).await
+        // The keys a write may make ready for blocked clients (taken before the command,
+        // which may consume its arguments).
+        let wakes: Option<Vec<Vec<u8>>> = (spec.write && shared.blocking.any())
+            .then(|| tx::keys_of(spec, args).map(<[u8]>::to_vec).collect());
+        let flow = if notify != 0 && spec.write {
+            hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
+        } else {
+            run(shared, client, spec, name, args, out, seq).await
+        };
+        if let Some(keys) = wakes {
+            shared.blocking.signal(keys.iter().map(|k| &k[..]));
+        }
+        flow
     };
     if let Some(line) = line {
         shared.pubsub.feed_monitors(&line);
@@ -411,6 +448,8 @@ pub struct Spec {
     pub write: bool,
     /// Whether `flags` has `denyoom` (refused over the memory limit).
     pub deny_oom: bool,
+    /// Whether `flags` has `blocking`.
+    pub blocking: bool,
     /// Where it runs.
     pub module: Module,
 }
@@ -431,6 +470,7 @@ macro_rules! spec {
             data: $data,
             write: has_flag(&[$($flag),*], "write"),
             deny_oom: has_flag(&[$($flag),*], "denyoom"),
+            blocking: has_flag(&[$($flag),*], "blocking"),
             module: module_of($name, $group),
         }
     };
@@ -442,6 +482,14 @@ pub const COMMANDS: &[Spec] = &[
     spec!("auth", -2, ["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0, "connection", "1.0.0", "O(N) where N is the number of passwords defined for the user", false, "Authenticate to the server"),
     spec!("bgsave", -1, ["admin", "noscript", "no_async_loading"], 0, 0, 0, "server", "1.0.0", "O(N)", false, "Asynchronously save the dataset to disk"),
     spec!("bitcount", -2, ["readonly"], 1, 1, 1, "bitmap", "2.6.0", "O(N)", true, "Count set bits in a string"),
+    spec!("blmove", 6, ["write", "denyoom", "noscript", "blocking"], 1, 2, 1, "list", "6.2.0", "O(1)", true, "Pop an element from a list, push it to another list and return it; or block until one is available"),
+    spec!("blmpop", -5, ["write", "blocking", "movablekeys"], 0, 0, 0, "list", "7.0.0", "O(N+M) where N is the number of provided keys and M is the number of elements returned.", true, "Pop elements from a list, or block until one is available"),
+    spec!("blpop", -3, ["write", "noscript", "blocking"], 1, -2, 1, "list", "2.0.0", "O(N) where N is the number of provided keys.", true, "Remove and get the first element in a list, or block until one is available"),
+    spec!("brpop", -3, ["write", "noscript", "blocking"], 1, -2, 1, "list", "2.0.0", "O(N) where N is the number of provided keys.", true, "Remove and get the last element in a list, or block until one is available"),
+    spec!("brpoplpush", 4, ["write", "denyoom", "noscript", "blocking"], 1, 2, 1, "list", "2.2.0", "O(1)", true, "Pop an element from a list, push it to another list and return it; or block until one is available"),
+    spec!("bzmpop", -5, ["write", "blocking", "movablekeys"], 0, 0, 0, "sorted-set", "7.0.0", "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.", true, "Remove and return members with scores in a sorted set or block until one is available"),
+    spec!("bzpopmax", -3, ["write", "noscript", "blocking", "fast"], 1, -2, 1, "sorted-set", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", true, "Remove and return the member with the highest score from one or more sorted sets, or block until one is available"),
+    spec!("bzpopmin", -3, ["write", "noscript", "blocking", "fast"], 1, -2, 1, "sorted-set", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", true, "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available"),
     spec!("client", -2, [], 0, 0, 0, "connection", "2.4.0", "Depends on subcommand.", false, "A container for client connection commands"),
     spec!("command", -1, ["loading", "stale"], 0, 0, 0, "server", "2.8.13", "O(N) where N is the total number of Redis commands", false, "Get array of Redis command details"),
     spec!("config", -2, [], 0, 0, 0, "server", "2.0.0", "Depends on subcommand.", false, "A container for server configuration commands"),
@@ -473,12 +521,16 @@ pub const COMMANDS: &[Spec] = &[
     spec!("hget", 3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "The value of a hash field"),
     spec!("hgetall", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every field and value of a hash"),
     spec!("hincrby", 4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "Add an integer to a hash field"),
+    spec!("hincrbyfloat", 4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.6.0", "O(1)", true, "Increment the float value of a hash field by the given amount"),
     spec!("hkeys", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every field of a hash"),
     spec!("hlen", 2, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "The number of fields of a hash"),
     spec!("hmget", -3, ["readonly", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields asked", true, "The values of several hash fields"),
     spec!("hmset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set several hash fields (replies OK)"),
+    spec!("hrandfield", -2, ["readonly"], 1, 1, 1, "hash", "6.2.0", "O(N) where N is the number of fields returned", true, "Get one or multiple random fields from a hash"),
     spec!("hscan", -3, ["readonly"], 1, 1, 1, "hash", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate hash fields and associated values"),
     spec!("hset", -4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(N) in the fields set", true, "Set hash fields; replies how many are new"),
+    spec!("hsetnx", 4, ["write", "denyoom", "fast"], 1, 1, 1, "hash", "2.0.0", "O(1)", true, "Set the value of a hash field, only if the field does not exist"),
+    spec!("hstrlen", 3, ["readonly", "fast"], 1, 1, 1, "hash", "3.2.0", "O(1)", true, "Get the length of the value of a hash field"),
     spec!("hvals", 2, ["readonly"], 1, 1, 1, "hash", "2.0.0", "O(N) in the hash size", true, "Every value of a hash"),
     spec!("incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by one"),
     spec!("incrby", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Increment the integer value of a key by the given amount"),
@@ -488,10 +540,18 @@ pub const COMMANDS: &[Spec] = &[
     spec!("lastsave", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Get the UNIX time stamp of the last successful save to disk"),
     spec!("lcs", -3, ["readonly"], 1, 2, 1, "string", "7.0.0", "O(N*M) where N and M are the lengths of s1 and s2, respectively", true, "Find longest common substring"),
     spec!("lindex", 3, ["readonly"], 1, 1, 1, "list", "1.0.0", "O(1)", true, "The list element at an index"),
+    spec!("linsert", 5, ["write", "denyoom"], 1, 1, 1, "list", "2.2.0", "O(N) where N is the number of elements to traverse before seeing the value pivot. This means that inserting somewhere on the left end on the list (head) can be considered O(1) and inserting somewhere on the right end (tail) is O(N).", true, "Insert an element before or after another element in a list"),
     spec!("llen", 2, ["readonly", "fast"], 1, 1, 1, "list", "1.0.0", "O(1)", true, "The length of a list"),
+    spec!("lmove", 5, ["write", "denyoom"], 1, 2, 1, "list", "6.2.0", "O(1)", true, "Pop an element from a list, push it to another list and return it"),
+    spec!("lmpop", -4, ["write", "movablekeys"], 0, 0, 0, "list", "7.0.0", "O(N+M) where N is the number of provided keys and M is the number of elements returned.", true, "Pop elements from a list"),
     spec!("lpop", -2, ["write", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements popped", true, "Remove and return elements from the head of a list"),
+    spec!("lpos", -3, ["readonly"], 1, 1, 1, "list", "6.0.6", "O(N) where N is the number of elements in the list, for the average case. When searching for elements near the head or the tail of the list, or when the MAXLEN option is provided, the command may run in constant time.", true, "Return the index of matching elements on a list"),
     spec!("lpush", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements pushed", true, "Insert elements at the head of a list"),
+    spec!("lpushx", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "2.2.0", "O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.", true, "Prepend an element to a list, only if the list exists"),
     spec!("lrange", 4, ["readonly"], 1, 1, 1, "list", "1.0.0", "O(S+N): S the start offset, N the elements returned", true, "A range of list elements by index"),
+    spec!("lrem", 4, ["write"], 1, 1, 1, "list", "1.0.0", "O(N+M) where N is the length of the list and M is the number of elements removed.", true, "Remove elements from a list"),
+    spec!("lset", 4, ["write", "denyoom"], 1, 1, 1, "list", "1.0.0", "O(N) where N is the length of the list. Setting either the first or the last element of the list is O(1).", true, "Set the value of an element in a list by its index"),
+    spec!("ltrim", 4, ["write"], 1, 1, 1, "list", "1.0.0", "O(N) where N is the number of elements to be removed by the operation.", true, "Trim a list to the specified range"),
     spec!("memory", -2, [], 0, 0, 0, "server", "4.0.0", "Depends on subcommand.", true, "A container for memory diagnostics commands"),
     spec!("mget", -2, ["readonly", "fast"], 1, -1, 1, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", true, "Get the values of all the given keys"),
     spec!("monitor", 1, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server", "1.0.0", "O(1)", false, "Listen for all requests received by the server in real-time"),
@@ -516,11 +576,15 @@ pub const COMMANDS: &[Spec] = &[
     spec!("renamenx", 3, ["write", "fast"], 1, 2, 1, "generic", "1.0.0", "O(1)", true, "Rename a key, only if the new key does not exist"),
     spec!("reset", 1, ["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0, "connection", "6.2.0", "O(1)", false, "Reset the connection"),
     spec!("rpop", -2, ["write", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements popped", true, "Remove and return elements from the tail of a list"),
+    spec!("rpoplpush", 3, ["write", "denyoom"], 1, 2, 1, "list", "1.2.0", "O(1)", true, "Remove the last element in a list, prepend it to another list and return it"),
     spec!("rpush", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "1.0.0", "O(N) in the elements pushed", true, "Insert elements at the tail of a list"),
+    spec!("rpushx", -3, ["write", "denyoom", "fast"], 1, 1, 1, "list", "2.2.0", "O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.", true, "Append an element to a list, only if the list exists"),
     spec!("sadd", -3, ["write", "denyoom", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members added", true, "Add members to a set"),
     spec!("save", 1, ["admin", "noscript", "no_async_loading", "no_multi"], 0, 0, 0, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", false, "Synchronously save the dataset to disk"),
     spec!("scan", -2, ["readonly"], 0, 0, 0, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate the keys space"),
     spec!("scard", 2, ["readonly", "fast"], 1, 1, 1, "set", "1.0.0", "O(1)", true, "The number of members of a set"),
+    spec!("sdiff", -2, ["readonly"], 1, -1, 1, "set", "1.0.0", "O(N) where N is the total number of elements in all given sets.", true, "Subtract multiple sets"),
+    spec!("sdiffstore", -3, ["write", "denyoom"], 1, -1, 1, "set", "1.0.0", "O(N) where N is the total number of elements in all given sets.", true, "Subtract multiple sets and store the resulting set in a key"),
     spec!("select", 2, ["loading", "stale", "fast"], 0, 0, 0, "connection", "1.0.0", "O(1)", false, "Change the selected database for the current connection"),
     spec!("set", -3, ["write", "denyoom"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the string value of a key"),
     spec!("setbit", 4, ["write", "denyoom"], 1, 1, 1, "bitmap", "2.2.0", "O(1)", true, "Sets or clears the bit at offset in the string value stored at key"),
@@ -528,18 +592,26 @@ pub const COMMANDS: &[Spec] = &[
     spec!("setnx", 3, ["write", "denyoom", "fast"], 1, 1, 1, "string", "1.0.0", "O(1)", true, "Set the value of a key, only if the key does not exist"),
     spec!("setrange", 4, ["write", "denyoom"], 1, 1, 1, "string", "2.2.0", "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.", true, "Overwrite part of a string at key starting at the specified offset"),
     spec!("shutdown", -1, ["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"], 0, 0, 0, "server", "1.0.0", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)", false, "Synchronously save the dataset to disk and then shut down the server"),
+    spec!("sinter", -2, ["readonly"], 1, -1, 1, "set", "1.0.0", "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.", true, "Intersect multiple sets"),
+    spec!("sintercard", -3, ["readonly", "movablekeys"], 0, 0, 0, "set", "7.0.0", "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.", true, "Intersect multiple sets and return the cardinality of the result"),
+    spec!("sinterstore", -3, ["write", "denyoom"], 1, -1, 1, "set", "1.0.0", "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.", true, "Intersect multiple sets and store the resulting set in a key"),
     spec!("sismember", 3, ["readonly", "fast"], 1, 1, 1, "set", "1.0.0", "O(1)", true, "Whether a set has a member"),
     spec!("smembers", 2, ["readonly"], 1, 1, 1, "set", "1.0.0", "O(N) in the set size", true, "Every member of a set"),
+    spec!("smismember", -3, ["readonly", "fast"], 1, 1, 1, "set", "6.2.0", "O(N) where N is the number of elements being checked for membership", true, "Returns the membership associated with the given elements for a set"),
+    spec!("smove", 4, ["write", "fast"], 1, 2, 1, "set", "1.0.0", "O(1)", true, "Move a member from one set to another"),
     spec!("sort", -2, ["write", "denyoom", "movablekeys"], 1, 1, 1, "generic", "1.0.0", "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", true, "Sort the elements in a list, set or sorted set"),
     spec!("sort_ro", -2, ["readonly", "movablekeys"], 1, 1, 1, "generic", "7.0.0", "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", true, "Sort the elements in a list, set or sorted set. Read-only variant of SORT."),
     spec!("spop", -2, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members popped", true, "Remove and return random members of a set"),
     spec!("spublish", 3, ["pubsub", "loading", "stale", "fast", "may_replicate"], 1, 1, 1, "pubsub", "7.0.0", "O(N) where N is the number of clients subscribed to the receiving shard channel.", false, "Post a message to a shard channel"),
+    spec!("srandmember", -2, ["readonly"], 1, 1, 1, "set", "1.0.0", "Without the count argument O(1), otherwise O(N) where N is the absolute value of the passed count.", true, "Get one or multiple random members from a set"),
     spec!("srem", -3, ["write", "fast"], 1, 1, 1, "set", "1.0.0", "O(N) in the members removed", true, "Remove members from a set"),
     spec!("sscan", -3, ["readonly"], 1, 1, 1, "set", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate Set elements"),
     spec!("ssubscribe", -2, ["pubsub", "noscript", "loading", "stale"], 1, -1, 1, "pubsub", "7.0.0", "O(N) where N is the number of shard channels to subscribe to.", false, "Listen for messages published to the given shard channels"),
     spec!("strlen", 2, ["readonly", "fast"], 1, 1, 1, "string", "2.2.0", "O(1)", true, "Get the length of the value stored in a key"),
     spec!("subscribe", -2, ["pubsub", "noscript", "loading", "stale"], 0, 0, 0, "pubsub", "2.0.0", "O(N) where N is the number of channels to subscribe to.", false, "Listen for messages published to the given channels"),
     spec!("substr", 4, ["readonly"], 1, 1, 1, "string", "1.0.0", "O(N) where N is the length of the returned string.", true, "Get a substring of the string stored at a key"),
+    spec!("sunion", -2, ["readonly"], 1, -1, 1, "set", "1.0.0", "O(N) where N is the total number of elements in all given sets.", true, "Add multiple sets"),
+    spec!("sunionstore", -3, ["write", "denyoom"], 1, -1, 1, "set", "1.0.0", "O(N) where N is the total number of elements in all given sets.", true, "Add multiple sets and store the resulting set in a key"),
     spec!("sunsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], 1, -1, 1, "pubsub", "7.0.0", "O(N) where N is the number of shard channels to unsubscribe.", false, "Stop listening for messages posted to the given shard channels"),
     spec!("time", 1, ["loading", "stale", "fast"], 0, 0, 0, "server", "2.6.0", "O(1)", false, "Return the current server time"),
     spec!("touch", -2, ["readonly", "fast"], 1, -1, 1, "generic", "3.2.1", "O(N) where N is the number of keys that will be touched.", true, "Alters the last access time of a key(s). Returns the number of existing keys specified."),
@@ -551,13 +623,36 @@ pub const COMMANDS: &[Spec] = &[
     spec!("watch", -2, ["noscript", "loading", "stale", "fast", "allow_busy"], 1, -1, 1, "transactions", "2.2.0", "O(1) for every key.", true, "Watch the given keys to determine execution of the MULTI/EXEC block"),
     spec!("zadd", -4, ["write", "denyoom", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)) per member", true, "Add members to a sorted set or change their scores"),
     spec!("zcard", 2, ["readonly", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(1)", true, "The number of members of a sorted set"),
+    spec!("zcount", 4, ["readonly", "fast"], 1, 1, 1, "sorted-set", "2.0.0", "O(log(N)) with N being the number of elements in the sorted set.", true, "Count the members in a sorted set with scores within the given values"),
+    spec!("zdiff", -3, ["readonly", "movablekeys"], 0, 0, 0, "sorted-set", "6.2.0", "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.", true, "Subtract multiple sorted sets"),
+    spec!("zdiffstore", -4, ["write", "denyoom", "movablekeys"], 1, 1, 1, "sorted-set", "6.2.0", "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.", true, "Subtract multiple sorted sets and store the resulting sorted set in a new key"),
     spec!("zincrby", 4, ["write", "denyoom", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N))", true, "Add to the score of a sorted-set member"),
+    spec!("zinter", -3, ["readonly", "movablekeys"], 0, 0, 0, "sorted-set", "6.2.0", "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.", true, "Intersect multiple sorted sets"),
+    spec!("zintercard", -3, ["readonly", "movablekeys"], 0, 0, 0, "sorted-set", "7.0.0", "O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.", true, "Intersect multiple sorted sets and return the cardinality of the result"),
+    spec!("zinterstore", -4, ["write", "denyoom", "movablekeys"], 1, 1, 1, "sorted-set", "2.0.0", "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.", true, "Intersect multiple sorted sets and store the resulting sorted set in a new key"),
+    spec!("zlexcount", 4, ["readonly", "fast"], 1, 1, 1, "sorted-set", "2.8.9", "O(log(N)) with N being the number of elements in the sorted set.", true, "Count the number of members in a sorted set between a given lexicographical range"),
+    spec!("zmpop", -4, ["write", "movablekeys"], 0, 0, 0, "sorted-set", "7.0.0", "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.", true, "Remove and return members with scores in a sorted set"),
+    spec!("zmscore", -3, ["readonly", "fast"], 1, 1, 1, "sorted-set", "6.2.0", "O(N) where N is the number of members being requested.", true, "Get the score associated with the given members in a sorted set"),
     spec!("zpopmax", -2, ["write", "fast"], 1, 1, 1, "sorted-set", "5.0.0", "O(log(N)*M) for M members popped", true, "Remove and return the members with the highest scores"),
     spec!("zpopmin", -2, ["write", "fast"], 1, 1, 1, "sorted-set", "5.0.0", "O(log(N)*M) for M members popped", true, "Remove and return the members with the lowest scores"),
+    spec!("zrandmember", -2, ["readonly"], 1, 1, 1, "sorted-set", "6.2.0", "O(N) where N is the number of elements returned", true, "Get one or multiple random elements from a sorted set"),
     spec!("zrange", -4, ["readonly"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)+M) for M members returned", true, "A range of sorted-set members by index or score"),
+    spec!("zrangebylex", -4, ["readonly"], 1, 1, 1, "sorted-set", "2.8.9", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).", true, "Return a range of members in a sorted set, by lexicographical range"),
+    spec!("zrangebyscore", -4, ["readonly"], 1, 1, 1, "sorted-set", "1.0.5", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).", true, "Return a range of members in a sorted set, by score"),
+    spec!("zrangestore", -5, ["write", "denyoom"], 1, 2, 1, "sorted-set", "6.2.0", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.", true, "Store a range of members from sorted set into another key"),
+    spec!("zrank", 3, ["readonly", "fast"], 1, 1, 1, "sorted-set", "2.0.0", "O(log(N))", true, "Determine the index of a member in a sorted set"),
     spec!("zrem", -3, ["write", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(M*log(N)) for M members removed", true, "Remove members from a sorted set"),
+    spec!("zremrangebylex", 4, ["write"], 1, 1, 1, "sorted-set", "2.8.9", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.", true, "Remove all members in a sorted set between the given lexicographical range"),
+    spec!("zremrangebyrank", 4, ["write"], 1, 1, 1, "sorted-set", "2.0.0", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.", true, "Remove all members in a sorted set within the given indexes"),
+    spec!("zremrangebyscore", 4, ["write"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.", true, "Remove all members in a sorted set within the given scores"),
+    spec!("zrevrange", -4, ["readonly"], 1, 1, 1, "sorted-set", "1.2.0", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.", true, "Return a range of members in a sorted set, by index, with scores ordered from high to low"),
+    spec!("zrevrangebylex", -4, ["readonly"], 1, 1, 1, "sorted-set", "2.8.9", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).", true, "Return a range of members in a sorted set, by lexicographical range, ordered from higher to lower strings."),
+    spec!("zrevrangebyscore", -4, ["readonly"], 1, 1, 1, "sorted-set", "2.2.0", "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).", true, "Return a range of members in a sorted set, by score, with scores ordered from high to low"),
+    spec!("zrevrank", 3, ["readonly", "fast"], 1, 1, 1, "sorted-set", "2.0.0", "O(log(N))", true, "Determine the index of a member in a sorted set, with scores ordered from high to low"),
     spec!("zscan", -3, ["readonly"], 1, 1, 1, "sorted-set", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.", true, "Incrementally iterate sorted sets elements and associated scores"),
     spec!("zscore", 3, ["readonly", "fast"], 1, 1, 1, "sorted-set", "1.2.0", "O(1)", true, "The score of a sorted-set member"),
+    spec!("zunion", -3, ["readonly", "movablekeys"], 0, 0, 0, "sorted-set", "6.2.0", "O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.", true, "Add multiple sorted sets"),
+    spec!("zunionstore", -4, ["write", "denyoom", "movablekeys"], 1, 1, 1, "sorted-set", "2.0.0", "O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.", true, "Add multiple sorted sets and store the resulting sorted set in a new key"),
 ];
 
 /// The table entry of an upper-cased command name.

@@ -308,9 +308,10 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, sections: &[Vec<u8>]) -> 
     if want("clients") {
         let _ = write!(
             s,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
             st.connected.load(Ordering::Relaxed),
-            shared.settings.max_clients()
+            shared.settings.max_clients(),
+            shared.blocking.blocked_clients()
         );
     }
     if want("stats") {

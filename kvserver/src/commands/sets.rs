@@ -1,11 +1,12 @@
-//! Set commands (as Redis' `t_set.c`): `SADD`, `SREM`, `SPOP` (with a count), `SMEMBERS`,
-//! `SISMEMBER`, `SCARD`.
+//! Set commands (as Redis' `t_set.c`) on one key: `SADD`, `SREM`, `SPOP` (with a count),
+//! `SMEMBERS`, `SISMEMBER`, `SMISMEMBER`, `SCARD`, `SRANDMEMBER`; those over several keys are
+//! in `set_ops.rs`.
 
 use std::sync::Arc;
 
 use rand::seq::IteratorRandom;
 
-use super::{parse_count, reply_err, reply_int, unknown, Flow, SYNTAX};
+use super::{parse_count, reply_err, reply_int, Flow, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::Shared;
@@ -109,7 +110,51 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .await;
             reply_int(out, r)
         }
-        _ => unknown(out, args),
+        b"SMISMEMBER" => {
+            let r = store
+                .read(&args[1], |v| {
+                    let s = v.map(Value::set).transpose()?;
+                    resp::array_header(out, args.len() - 2);
+                    for m in &args[2..] {
+                        resp::integer(out, s.is_some_and(|s| s.contains(m)) as i64);
+                    }
+                    Ok(())
+                })
+                .await;
+            reply_err(out, r)
+        }
+        b"SRANDMEMBER" => {
+            if args.len() > 3 {
+                resp::error(out, SYNTAX);
+                return Flow::Continue;
+            }
+            let count = match args.get(2) {
+                Some(a) => match super::zset_ranges::parse_rand_count(a, false) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        resp::error(out, &e);
+                        return Flow::Continue;
+                    }
+                },
+                None => None,
+            };
+            let r = store
+                .read(&args[1], |v| {
+                    let s = v.map(Value::set).transpose()?;
+                    let Some(count) = count else {
+                        let m = s.and_then(|s| s.iter().choose(&mut rand::thread_rng()));
+                        resp::opt_bulk(out, m.map(|m| &m[..]));
+                        return Ok(());
+                    };
+                    let all: Vec<&Vec<u8>> = s.map(|s| s.iter().collect()).unwrap_or_default();
+                    let picks = super::zset_ranges::random_picks(all.len(), count);
+                    super::bulk_array(out, picks.iter().map(|&i| &all[i][..]));
+                    Ok(())
+                })
+                .await;
+            reply_err(out, r)
+        }
+        _ => return super::set_ops::execute(shared, name, args, out, seq).await,
     }
     Flow::Continue
 }

@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{arity_ok, execute, spec, unknown, wrong_args, Flow, Spec};
+use super::{arity_ok, dispatch, spec, unknown, wrong_args, Flow, Spec};
 use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::{ClientInfo, Shared, NOT_IN_MULTI};
@@ -55,19 +55,45 @@ pub(super) fn queue(client: &ClientInfo, upper_name: &[u8], args: Args, out: &mu
     }
 }
 
-/// The keys of a request, by its command's key positions (`first_key`, `last_key`, `step`).
+/// Where the key count of a command whose keys follow a count stands (`ZUNIONSTORE dst
+/// numkeys key ...`, `LMPOP numkeys key ...`, `BLMPOP timeout numkeys key ...`), and whether a
+/// destination key comes first.
+fn counted_keys(s: &Spec) -> Option<(usize, bool)> {
+    match s.name {
+        "zunionstore" | "zinterstore" | "zdiffstore" => Some((2, true)),
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => {
+            Some((1, false))
+        }
+        "blmpop" | "bzmpop" => Some((2, false)),
+        _ => None,
+    }
+}
+
+/// The keys of a request, by its command's key positions (`first_key`, `last_key`, `step`),
+/// or for the commands whose keys follow a count by that count.
 pub(super) fn keys_of<'a>(s: &Spec, args: &'a Args) -> impl Iterator<Item = &'a [u8]> {
     let n = args.len() as i64;
-    let last = if s.last_key < 0 {
-        n + s.last_key
-    } else {
-        s.last_key.min(n - 1)
-    };
-    let (first, step) = (s.first_key, s.step.max(1));
-    (first..=last)
-        .step_by(step as usize)
-        .filter(move |_| first > 0)
-        .map(move |i| &args[i as usize][..])
+    let (mut first, mut last, step) = (s.first_key, s.last_key, s.step.max(1));
+    let mut dst = None;
+    if let Some((at, with_dst)) = counted_keys(s) {
+        if with_dst {
+            dst = args.get(1).map(|a| &a[..]);
+        }
+        let count = args
+            .get(at)
+            .and_then(|a| crate::resp::parse_int(a))
+            .filter(|&c| c > 0 && c < n)
+            .unwrap_or(0);
+        first = if count == 0 { 0 } else { at as i64 + 1 };
+        last = (at as i64 + count).min(n - 1);
+    }
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    dst.into_iter().chain(
+        (first..=last)
+            .step_by(step as usize)
+            .filter(move |_| first > 0)
+            .map(move |i| &args[i as usize][..]),
+    )
 }
 
 /// Before a write command runs: flags the clients watching its keys (`FLUSHALL`/`FLUSHDB`:
@@ -208,7 +234,7 @@ fn run_one<'a, L: ShardLock<Shard>>(
 ) -> Pin<Box<dyn Future<Output = Flow> + Send + 'a>> {
     Box::pin(async move {
         let mut seq = 0;
-        execute(shared, client, args, out, &mut seq).await
+        dispatch(shared, client, args, out, &mut seq, true).await
     })
 }
 
@@ -239,7 +265,7 @@ async fn exec<L: ShardLock<Shard>>(
     let mut keys: Vec<&[u8]> = watched.iter().map(|(k, _)| &k[..]).collect();
     for args in &queued {
         let s = spec(&args[0].to_ascii_uppercase()).expect("checked when queued");
-        if s.first_key > 0 && !s.flags.contains(&"movablekeys") {
+        if (s.first_key > 0 && !s.flags.contains(&"movablekeys")) || counted_keys(s).is_some() {
             keys.extend(keys_of(s, args));
         } else if s.group != "connection" && s.group != "pubsub" {
             all = true;

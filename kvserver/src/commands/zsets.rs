@@ -1,13 +1,14 @@
 //! Sorted-set commands (as Redis' `t_zset.c`): `ZADD` (`NX`/`XX`/`GT`/`LT`/`CH`/`INCR`),
-//! `ZINCRBY`, `ZREM`, `ZPOPMIN`, `ZPOPMAX`, `ZRANGE` (indexes, `BYSCORE`, `REV`, `LIMIT`,
-//! `WITHSCORES`), `ZSCORE`, `ZCARD`. Scores print as Redis prints doubles
-//! ([`crate::value::format_double`]).
+//! `ZINCRBY`, `ZREM`, `ZPOPMIN`, `ZPOPMAX`, `ZMPOP`, `ZSCORE`, `ZCARD`, and the attempts of
+//! `BZPOPMIN`, `BZPOPMAX`, `BZMPOP` (see `blocking.rs`); the ranges are in `zset_ranges.rs`,
+//! the unions, intersections and differences in `zset_ops.rs`. Scores print as Redis prints
+//! doubles ([`crate::value::format_double`]).
 
 use std::sync::Arc;
 
-use super::{index_range, parse_count, reply_err, reply_int, scored_array, unknown, Flow, SYNTAX};
+use super::{parse_count, reply_err, reply_int, scored_array, Flow, SYNTAX};
 use crate::lock::ShardLock;
-use crate::resp::{self, parse_int, Args};
+use crate::resp::{self, Args};
 use crate::shared::Shared;
 use crate::store::Shard;
 use crate::value::{parse_double, Mutation, Value, ZSet};
@@ -79,24 +80,9 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 }
             };
             let max = name == b"ZPOPMAX";
-            let r = store
-                .mutate(&args[1], seq, |v| {
-                    let Some(z) = v.map(Value::zset).transpose()? else {
-                        return Ok((None, Vec::new()));
-                    };
-                    let n = count.min(z.len() as u64) as usize;
-                    let take = |it: &mut dyn Iterator<Item = (&[u8], f64)>| {
-                        it.take(n).map(|(m, s)| (m.to_vec(), s)).collect::<Vec<_>>()
-                    };
-                    let popped = if max {
-                        take(&mut z.iter().rev())
-                    } else {
-                        take(&mut z.iter())
-                    };
-                    let gone = popped.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>();
-                    Ok(((n > 0).then_some(Mutation::ZRem(gone)), popped))
-                })
-                .await;
+            let r = zpop(shared, &args[1], max, count, seq)
+                .await
+                .map(Option::unwrap_or_default);
             match r {
                 // Without a count, one flat [member, score] (or nothing) in both protocols.
                 Ok(popped) if !counted => {
@@ -110,7 +96,6 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 Err(e) => resp::error(out, &e),
             }
         }
-        b"ZRANGE" => zrange(shared, args, out).await,
         b"ZSCORE" => {
             let r = store
                 .read(&args[1], |v| {
@@ -134,9 +119,117 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 .await;
             reply_int(out, r)
         }
-        _ => unknown(out, args),
+        b"ZMPOP" => match super::blocking::parse_mpop(args, 1, true) {
+            Ok((keys, min, count)) => {
+                if !zmpop_attempt(shared, &keys, !min, count, out, seq).await {
+                    resp::null_array(out);
+                }
+            }
+            Err(e) => resp::error(out, &e),
+        },
+        _ => return super::zset_ranges::execute(shared, name, args, out, seq).await,
     }
     Flow::Continue
+}
+
+/// Pops up to `count` members of `key` (`max`: the highest scores): `Ok(None)` if it holds
+/// no sorted set (`WRONGTYPE` if it holds something else).
+async fn zpop<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    key: &[u8],
+    max: bool,
+    count: u64,
+    seq: &mut u64,
+) -> Result<Option<Vec<(Vec<u8>, f64)>>, String> {
+    shared
+        .store
+        .mutate(key, seq, |v| {
+            let Some(z) = v.map(Value::zset).transpose()? else {
+                return Ok((None, None));
+            };
+            let popped = pick_ends(z, max, count);
+            let gone = popped.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>();
+            let m = (!gone.is_empty()).then_some(Mutation::ZRem(gone));
+            Ok((m, Some(popped)))
+        })
+        .await
+}
+
+/// The `count` members with the lowest (`max`: highest) scores, in that order.
+fn pick_ends(z: &ZSet, max: bool, count: u64) -> Vec<(Vec<u8>, f64)> {
+    let n = count.min(z.len() as u64) as usize;
+    let take = |it: &mut dyn Iterator<Item = (&[u8], f64)>| {
+        it.take(n).map(|(m, s)| (m.to_vec(), s)).collect::<Vec<_>>()
+    };
+    if max {
+        take(&mut z.iter().rev())
+    } else {
+        take(&mut z.iter())
+    }
+}
+
+/// Flags the watchers of `key` (a served blocked command's write, made outside the dispatcher).
+fn touched<L>(shared: &Shared<L>, key: &[u8]) {
+    if shared.watches.any() {
+        shared.watches.touch(std::iter::once(key));
+    }
+}
+
+/// `BZPOPMIN`/`BZPOPMAX`'s attempt: the member of the first key that holds a sorted set,
+/// replied as [key, member, score]; `false` if none does.
+pub(super) async fn bzpop_attempt<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    keys: &[Vec<u8>],
+    max: bool,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) -> bool {
+    for k in keys {
+        match zpop(shared, k, max, 1, seq).await {
+            Err(e) => resp::error(out, &e),
+            Ok(None) => continue,
+            Ok(Some(popped)) => {
+                touched(shared, k);
+                resp::array_header(out, 3);
+                resp::bulk(out, k);
+                resp::bulk(out, &popped[0].0);
+                resp::double(out, popped[0].1);
+            }
+        }
+        return true;
+    }
+    false
+}
+
+/// `ZMPOP`'s (and `BZMPOP`'s) attempt: up to `count` members of the first key that holds a
+/// sorted set, replied as [key, [[member, score], ...]]; `false` if none does.
+pub(super) async fn zmpop_attempt<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    keys: &[Vec<u8>],
+    max: bool,
+    count: u64,
+    out: &mut Vec<u8>,
+    seq: &mut u64,
+) -> bool {
+    for k in keys {
+        match zpop(shared, k, max, count, seq).await {
+            Err(e) => resp::error(out, &e),
+            Ok(None) => continue,
+            Ok(Some(popped)) => {
+                touched(shared, k);
+                resp::array_header(out, 2);
+                resp::bulk(out, k);
+                resp::array_header(out, popped.len());
+                for (m, s) in &popped {
+                    resp::array_header(out, 2);
+                    resp::bulk(out, m);
+                    resp::double(out, *s);
+                }
+            }
+        }
+        return true;
+    }
+    false
 }
 
 #[derive(Clone, Copy, Default)]
@@ -272,105 +365,4 @@ async fn zadd<L: ShardLock<Shard>>(
         Ok((n, _)) => resp::integer(out, n),
         Err(e) => resp::error(out, &e),
     }
-}
-
-/// A `BYSCORE` bound: `1.5`, `(1.5` (exclusive), `-inf`, `+inf`.
-fn score_bound(a: &[u8]) -> Option<(f64, bool)> {
-    match a.strip_prefix(b"(") {
-        Some(rest) => parse_double(rest).map(|f| (f, true)),
-        None => parse_double(a).map(|f| (f, false)),
-    }
-}
-
-/// `ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES]`
-async fn zrange<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
-    let (mut byscore, mut rev, mut withscores) = (false, false, false);
-    let mut limit: Option<(i64, i64)> = None;
-    let mut i = 4;
-    while i < args.len() {
-        match &args[i].to_ascii_uppercase()[..] {
-            b"BYSCORE" => byscore = true,
-            b"REV" => rev = true,
-            b"WITHSCORES" => withscores = true,
-            b"LIMIT" if i + 2 < args.len() => {
-                let (Some(off), Some(cnt)) = (parse_int(&args[i + 1]), parse_int(&args[i + 2]))
-                else {
-                    return resp::error(out, super::NOT_INT);
-                };
-                limit = Some((off, cnt));
-                i += 2;
-            }
-            b"BYLEX" => {
-                return resp::error(out, "ERR ZRANGE BYLEX is not supported by this server")
-            }
-            _ => return resp::error(out, SYNTAX),
-        }
-        i += 1;
-    }
-    if limit.is_some() && !byscore {
-        return resp::error(
-            out,
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-        );
-    }
-    enum Range {
-        Index(i64, i64),
-        Score((f64, bool), (f64, bool)),
-    }
-    let range = if byscore {
-        // With REV the first bound is the maximum.
-        let (a, b) = if rev {
-            (&args[3], &args[2])
-        } else {
-            (&args[2], &args[3])
-        };
-        match (score_bound(a), score_bound(b)) {
-            (Some(lo), Some(hi)) => Range::Score(lo, hi),
-            _ => return resp::error(out, "ERR min or max is not a float"),
-        }
-    } else {
-        match (parse_int(&args[2]), parse_int(&args[3])) {
-            (Some(a), Some(b)) => Range::Index(a, b),
-            _ => return resp::error(out, super::NOT_INT),
-        }
-    };
-    let r = shared
-        .store
-        .read(&args[1], |v| {
-            let z = v.map(Value::zset).transpose()?;
-            let empty = ZSet::default();
-            let z = z.unwrap_or(&empty);
-            let picked: Vec<(&[u8], f64)> = match range {
-                Range::Index(a, b) => match index_range(a, b, z.len()) {
-                    Some((a, b)) if rev => z.iter().rev().skip(a).take(b - a + 1).collect(),
-                    Some((a, b)) => z.iter().skip(a).take(b - a + 1).collect(),
-                    None => Vec::new(),
-                },
-                Range::Score((lo, lo_ex), (hi, hi_ex)) => {
-                    let mut all: Vec<_> = z.range_by_score(lo, lo_ex, hi, hi_ex).collect();
-                    if rev {
-                        all.reverse();
-                    }
-                    match limit {
-                        Some((off, _)) if off < 0 => Vec::new(),
-                        Some((off, cnt)) => {
-                            let cnt = if cnt < 0 { usize::MAX } else { cnt as usize };
-                            all.into_iter().skip(off as usize).take(cnt).collect()
-                        }
-                        None => all,
-                    }
-                }
-            };
-            if withscores {
-                scored_array(out, picked.into_iter());
-            } else {
-                resp::array_header(out, picked.len());
-                for (m, _) in picked {
-                    resp::bulk(out, m);
-                }
-            }
-            Ok(())
-        })
-        .await;
-    reply_err(out, r)
 }
