@@ -329,9 +329,8 @@ pub(crate) async fn connection<L: ShardLock<Shard>>(
             break;
         }
         // As Redis: subscribers, monitors and blocked clients are not closed for being idle.
-        let listening = info.outbox.subscribed()
-            || info.monitor.load(Ordering::Relaxed)
-            || c.blocked.is_some();
+        let listening =
+            info.outbox.subscribed() || info.monitor.load(Ordering::Relaxed) || c.blocked.is_some();
         let mut deadline = idle.filter(|_| !listening).map(|t| last_progress + t);
         if over {
             let g = last_taken + grace;
