@@ -93,6 +93,27 @@ pub fn notify(ps: &PubSub, flags: u32, class: u32, event: &str, key: &[u8]) {
     }
 }
 
+/// Whether the command, given its reply, wrote its keys even if their content stayed the
+/// same (Redis notifies `SET k v` over `v`, an `EXPIRE` to the same deadline, `HSET` of the
+/// same value, `INCRBY k 0`): then the unchanged fingerprint does not mean "nothing done".
+pub fn writes_anyway(cmd: &str, args: &[Vec<u8>], reply: &[u8]) -> bool {
+    if reply.first() == Some(&b'-') {
+        return false;
+    }
+    let conditional = args
+        .iter()
+        .skip(3)
+        .any(|a| a.eq_ignore_ascii_case(b"NX") || a.eq_ignore_ascii_case(b"XX"));
+    match cmd {
+        "set" => !conditional,
+        "setex" | "psetex" | "getset" | "mset" | "hset" | "hmset" | "lset" | "append"
+        | "setrange" | "incr" | "decr" | "incrby" | "decrby" | "incrbyfloat" | "hincrby"
+        | "hincrbyfloat" => true,
+        "expire" | "pexpire" | "expireat" | "pexpireat" => reply == b":1\r\n",
+        _ => false,
+    }
+}
+
 /// The events Redis sends for command `cmd` (lower case) having changed its key number `pos`
 /// (0-based, among the keys the command names) from `before` to `after` (whether the key
 /// exists), in order.

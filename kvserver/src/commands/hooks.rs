@@ -89,10 +89,12 @@ pub(super) async fn notifying<L: ShardLock<Shard>>(
         before.push(shared.store.fingerprint(k).await);
     }
     let saved = args.clone();
+    let start = out.len();
     let flow = run(shared, client, spec, name, args, out, seq).await;
+    let forced = crate::notify::writes_anyway(spec.name, &saved, &out[start..]);
     for (pos, (k, b)) in keys.iter().zip(before).enumerate() {
         let a = shared.store.fingerprint(k).await;
-        if a != b {
+        if a != b || (forced && a.is_some()) {
             for (class, event) in
                 crate::notify::event(spec.name, &saved, pos, b.is_some(), a.is_some())
             {
