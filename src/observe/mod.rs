@@ -281,10 +281,13 @@ pub(crate) fn changed(
     crate::lockdep::changed(&mut held.lockdep, to);
     #[cfg(feature = "lock_stat")]
     {
-        let site = raw
-            .observe
-            .lock_stat
-            .changed(from, to, &mut held.lock_stat, wait.lock_stat);
+        let site = raw.observe.lock_stat.changed(
+            from,
+            to,
+            &mut held.lock_stat,
+            wait.lock_stat,
+            time_all(raw),
+        );
         #[cfg(feature = "tracing")]
         foreign(|| crate::lock_stat::warn::waited(raw, to, &held.lock_stat, site));
         #[cfg(not(feature = "tracing"))]

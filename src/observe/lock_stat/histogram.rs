@@ -5,6 +5,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::local::{add, raise};
+
 /// Buckets of a histogram: bucket 0 holds zero, bucket `b >= 1` the times in
 /// `[2^(b-1), 2^b)` ns, the last one everything from 2^46 ns (about 19.5 hours) up.
 pub(super) const BUCKETS: usize = 48;
@@ -24,7 +26,9 @@ pub(super) fn bucket_upper(b: usize) -> u64 {
     }
 }
 
-/// One histogram of times, as the lock records it.
+/// One histogram of times, as a thread records it for a lock (in its
+/// [`Block`](super::local::Block)): written by that thread alone (`owned`) with loads and
+/// stores, or by anyone with read-modify-writes (the lock's shared block).
 #[derive(Debug)]
 pub(super) struct Recorder {
     pub(super) buckets: [AtomicU64; BUCKETS],
@@ -44,30 +48,39 @@ impl Recorder {
         }
     }
 
+    /// Records a time of `ns`.
     #[inline]
-    pub(super) fn record(&self, ns: u64) {
-        self.buckets[bucket(ns)].fetch_add(1, Ordering::Relaxed);
+    pub(super) fn record(&self, ns: u64, owned: bool) {
+        add(&self.buckets[bucket(ns)], 1, owned);
         if ns != 0 {
-            self.total_ns.fetch_add(ns, Ordering::Relaxed);
-            if ns > self.max_ns.load(Ordering::Relaxed) {
-                self.max_ns.fetch_max(ns, Ordering::Relaxed);
-            }
+            add(&self.total_ns, ns, owned);
+            raise(&self.max_ns, ns, owned);
         }
     }
 
-    /// Counts an entry whose time was not measured (a hold not sampled): one relaxed add.
+    /// Records a time of zero (an acquire that did not wait).
     #[inline]
-    pub(super) fn count_untimed(&self) {
-        self.untimed.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn record_zero(&self, owned: bool) {
+        add(&self.buckets[0], 1, owned);
     }
 
-    pub(super) fn snapshot(&self) -> Histogram {
-        Histogram {
-            untimed: self.untimed.load(Ordering::Relaxed),
-            buckets: std::array::from_fn(|b| self.buckets[b].load(Ordering::Relaxed)),
-            total_ns: self.total_ns.load(Ordering::Relaxed),
-            max_ns: self.max_ns.load(Ordering::Relaxed),
+    /// Adds this recorder's counts into `h` (the fold of a lock's blocks).
+    pub(super) fn fold_into(&self, h: &mut Histogram) {
+        for (sum, b) in h.buckets.iter_mut().zip(&self.buckets) {
+            *sum = sum.wrapping_add(b.load(Ordering::Relaxed));
         }
+        h.total_ns = h
+            .total_ns
+            .wrapping_add(self.total_ns.load(Ordering::Relaxed));
+        h.max_ns = h.max_ns.max(self.max_ns.load(Ordering::Relaxed));
+        h.untimed = h.untimed.wrapping_add(self.untimed.load(Ordering::Relaxed));
+    }
+
+    #[cfg(test)]
+    pub(super) fn snapshot(&self) -> Histogram {
+        let mut h = Histogram::empty();
+        self.fold_into(&mut h);
+        h
     }
 }
 
@@ -84,6 +97,16 @@ pub struct Histogram {
 }
 
 impl Histogram {
+    /// Nothing recorded.
+    pub(super) const fn empty() -> Self {
+        Self {
+            buckets: [0; BUCKETS],
+            total_ns: 0,
+            max_ns: 0,
+            untimed: 0,
+        }
+    }
+
     /// How many entries were counted: exact, the ones whose time was not sampled too (see
     /// the [module documentation](crate::lock_stat) for which holds are timed).
     pub fn count(&self) -> u64 {

@@ -57,7 +57,9 @@
 //!   target/observe-$b/release/observe_cost --secs 0.5 --iterations 1000000; done; done
 //! ```
 
+mod clock;
 mod histogram;
+mod local;
 mod record;
 mod report;
 #[cfg(all(test, not(async_rwsem_loom)))]
@@ -67,9 +69,8 @@ pub(crate) mod warn;
 
 use std::fmt;
 use std::panic::Location;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
+pub(crate) use self::clock::now_ns;
 pub use self::histogram::Histogram;
 pub(crate) use self::record::{Grant, HoldStat, LockStatState};
 pub use self::report::{Holder, LockStat, LongestHold};
@@ -77,31 +78,6 @@ use crate::raw::list::WaiterKind;
 
 /// A call site, as `Location::caller` gives it.
 type Site = &'static Location<'static>;
-
-/// Nanoseconds from the crate's clock epoch (its first use) to `at`, plus one: 0 means
-/// "no time". For the times kept in atomics (the exclusive holder's) and in wait-list
-/// nodes; a hold keeps its `Instant`, so that a read lock reads the clock without this
-/// subtraction when taken.
-#[inline]
-pub(crate) fn epoch_ns(at: Instant) -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(|| at);
-    u64::try_from(at.saturating_duration_since(epoch).as_nanos())
-        .unwrap_or(u64::MAX)
-        .saturating_add(1)
-}
-
-/// [`epoch_ns`] of now.
-#[inline]
-pub(crate) fn now_ns() -> u64 {
-    epoch_ns(Instant::now())
-}
-
-/// `d` in nanoseconds, saturating.
-#[inline]
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
 
 /// How a lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

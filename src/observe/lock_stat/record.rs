@@ -1,14 +1,16 @@
-//! What a lock records: its per-lock state ([`LockStatState`]: the histograms, the
-//! contentions, the longest hold and the exclusive holder), what a hold carries
-//! ([`HoldStat`]) and a contended acquire's grant ([`Grant`]).
+//! What a lock records: its per-lock state ([`LockStatState`]: its threads' blocks of
+//! histograms and contentions, the longest hold and the exclusive holder), what a hold
+//! carries ([`HoldStat`]) and a contended acquire's grant ([`Grant`]).
 
 use std::panic::Location;
 use std::ptr;
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::histogram::Recorder;
-use super::{epoch_ns, nanos, now_ns, Access, Holder, LockStat, LongestHold, Site};
+use super::clock::{coarse_ns, now_ns};
+use super::histogram::Histogram;
+use super::local::{add, Block, Blocks, Local};
+use super::{Access, Holder, LockStat, LongestHold, Site};
 use crate::raw::list::WaiterKind;
 use crate::raw::stats::LockStats;
 
@@ -70,6 +72,18 @@ impl Slot {
         }
     }
 
+    /// Writes the slot as its one writer at this time (the exclusive holder): the count
+    /// made odd, the data, the count made even, with no read-modify-write.
+    #[inline]
+    pub(super) fn write_alone(&self, f: impl FnOnce(&Self)) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1) | 1, Ordering::Relaxed);
+        // The data stores below must not become visible before the odd count.
+        fence(Ordering::Release);
+        f(self);
+        self.seq.store((seq | 1).wrapping_add(1), Ordering::Release);
+    }
+
     #[inline]
     pub(super) fn set(&self, site: &'static Location<'static>, ns: u64, access: Access) {
         self.site
@@ -103,20 +117,26 @@ impl Slot {
     }
 }
 
+/// The exclusive holder's slot: written by each exclusive holder in turn (the lock
+/// orders them), read by [`RwLock::snapshot`](crate::RwLock::snapshot), on a cache line of
+/// its own so that its writes do not evict the fields every acquire reads.
+#[derive(Debug)]
+#[repr(align(64))]
+pub(super) struct HolderSlot(pub(super) Slot);
+
 /// The per-lock state of `lock_stat`: the `lock_stat` field of the lock's observers.
 #[derive(Debug)]
 pub(crate) struct LockStatState {
-    pub(super) read_wait: Recorder,
-    pub(super) read_hold: Recorder,
-    pub(super) write_wait: Recorder,
-    pub(super) write_hold: Recorder,
-    pub(super) read_contentions: AtomicU64,
-    pub(super) write_contentions: AtomicU64,
-    /// The longest hold: its location, its length, its access.
+    /// The counters and histograms, one block per thread (see [`super::local`]).
+    pub(super) blocks: Blocks,
+    /// The longest hold: its location, its length, its access. Written only by a hold
+    /// longer than every one before it.
     pub(super) longest: Slot,
     /// The exclusive holder (a writer or the upgradable reader): where and when it took
-    /// the lock (the time field, `epoch_ns`; 0 when nobody holds it exclusively).
-    pub(super) holder: Slot,
+    /// the lock (the time field: its hold's start, 0 before the first). Not emptied when
+    /// the holder leaves: the snapshot reads it only while the count word says an
+    /// exclusive holder is in.
+    pub(super) holder: HolderSlot,
 }
 
 impl Default for LockStatState {
@@ -131,18 +151,20 @@ impl Default for LockStatState {
 #[derive(Debug)]
 pub(crate) struct HoldStat {
     pub(super) site: &'static Location<'static>,
-    /// When the current mode was entered; `None` for a read hold not sampled (its time is
-    /// not measured, the hold only counted).
-    pub(super) since: Option<Instant>,
-    /// How long the lock was held in the modes before the current one (ns).
+    /// When the current mode was entered: by the precise clock if `timed`, else by the
+    /// coarse one; 0 (no time) for a read hold not timed (only counted, when it began).
+    pub(super) start: u64,
+    /// How long the lock was held in the modes before the current one (ns), for the
+    /// "held too long" warning (feature `tracing`).
+    #[cfg(feature = "tracing")]
     pub(super) earlier_ns: u64,
-    /// When the hold became exclusive (`epoch_ns`; 0 for a plain read lock): the holder
-    /// slot's key and time.
-    pub(super) key: u64,
     /// How long the acquire (or the upgrade) that began the current mode waited (ns; 0:
-    /// not at all), for the "waited too long" warning.
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    /// not at all), for the "waited too long" warning (feature `tracing`).
+    #[cfg(feature = "tracing")]
     pub(super) wait_ns: u64,
+    /// Is the current mode's hold timed with the precise clock (sampled, contended, or
+    /// every hold of a lock with a "held too long" threshold)?
+    pub(super) timed: bool,
 }
 
 /// A contended acquire's grant: its wait, handed by its lock future to the token made
@@ -150,7 +172,8 @@ pub(crate) struct HoldStat {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Grant {
     pub(super) wait_ns: u64,
-    pub(super) at: Instant,
+    /// The grant's time ([`now_ns`]): the hold's start.
+    pub(super) at: u64,
     /// Where the waiting acquire was called (for an upgrade: the `upgrade` call).
     pub(super) site: Site,
 }
@@ -160,87 +183,77 @@ impl Grant {
     /// ([`now_ns`]): the hold starts at the grant's time, so no second clock read.
     #[inline]
     pub(crate) fn now(since: u64, site: Site) -> Self {
-        let at = Instant::now();
+        let at = now_ns();
         Self {
-            wait_ns: epoch_ns(at).saturating_sub(since),
+            wait_ns: at.saturating_sub(since),
             at,
             site,
         }
     }
 }
 
+/// Holds that did not wait are timed with the precise clock one in this many per thread
+/// and mode (read or write; the first one on each thread too): its two readings cost more
+/// than the lock itself. The others are counted, and an exclusive one timed by the
+/// coarse clock.
+pub(super) const SAMPLE_EVERY: u32 = 64;
+
 impl LockStatState {
     pub(crate) const fn new() -> Self {
         Self {
-            read_wait: Recorder::new(),
-            read_hold: Recorder::new(),
-            write_wait: Recorder::new(),
-            write_hold: Recorder::new(),
-            read_contentions: AtomicU64::new(0),
-            write_contentions: AtomicU64::new(0),
+            blocks: Blocks::new(),
             longest: Slot::new(),
-            holder: Slot::new(),
+            holder: HolderSlot(Slot::new()),
         }
     }
 
-    #[inline]
-    pub(super) fn wait_of(&self, access: Access) -> (&Recorder, &AtomicU64) {
-        match access {
-            Access::Write => (&self.write_wait, &self.write_contentions),
-            _ => (&self.read_wait, &self.read_contentions),
-        }
-    }
-
-    #[inline]
-    pub(super) fn hold_of(&self, access: Access) -> &Recorder {
-        match access {
-            Access::Write => &self.write_hold,
-            _ => &self.read_hold,
-        }
-    }
-
-    /// Records an acquisition's wait (`grant`: a contended one's) and returns the time
-    /// its hold starts. Runs no foreign code.
-    #[inline]
-    pub(super) fn record_wait(
-        &self,
+    /// Records an acquisition in mode `access` in `block`: its wait (`grant`: a contended
+    /// one's), and its hold's count if the hold is not timed. Returns when its hold
+    /// starts, whether that is timed, the wait and the waiting call's site.
+    #[inline(always)]
+    fn record_acquire(
+        block: &Block,
+        local: Option<&Local>,
         access: Access,
         grant: Option<Grant>,
-    ) -> (Instant, u64, Option<Site>) {
-        match self.record_wait_timed(access, grant, true) {
-            (Some(now), wait, site) => (now, wait, site),
-            (None, ..) => unreachable!("a timed hold has a time"),
-        }
-    }
-
-    /// [`record_wait`](Self::record_wait), reading the clock for an acquire that did not
-    /// wait only if `timed` (a contended acquire's grant has the time already).
-    #[inline]
-    fn record_wait_timed(
-        &self,
-        access: Access,
-        grant: Option<Grant>,
-        timed: bool,
-    ) -> (Option<Instant>, u64, Option<Site>) {
-        let (wait, contentions) = self.wait_of(access);
+        time_all: bool,
+    ) -> (u64, bool, u64, Option<Site>) {
+        let owned = local.is_some();
         match grant {
             Some(Grant { at, wait_ns, site }) => {
-                contentions.fetch_add(1, Ordering::Relaxed);
-                wait.record(wait_ns);
-                (Some(at), wait_ns, Some(site))
+                let (wait, contentions) = block.wait_of(access);
+                add(contentions, 1, owned);
+                wait.record(wait_ns, owned);
+                (at, true, wait_ns, Some(site))
+            }
+            None if time_all || local.is_none_or(|l| l.sample(access, SAMPLE_EVERY)) => {
+                block.wait_of(access).0.record_zero(owned);
+                (now_ns(), true, 0, None)
             }
             None => {
-                wait.record(0);
-                (timed.then(Instant::now), 0, None)
+                // The common case: one add counts the wait (zero) and the hold.
+                add(block.fast_of(access), 1, owned);
+                (Self::untimed_start(local, access), false, 0, None)
             }
+        }
+    }
+
+    /// The start of a hold in mode `access` that is not timed: the coarse clock's for an
+    /// exclusive hold (the snapshot's "since when"), none (0) for a read hold.
+    #[inline(always)]
+    fn untimed_start(local: Option<&Local>, access: Access) -> u64 {
+        if access == Access::Read {
+            0
+        } else {
+            coarse_ns(local.map(|l| &l.lease))
         }
     }
 
     /// The lock is owned in mode `kind`, taken from `site` after `grant` (a contended
-    /// acquire's): the hold. A read hold that did not wait is timed only if this thread's
-    /// sample is due ([`sample`]) or `time_all` (a "held too long" threshold is set).
-    /// Runs no foreign code.
-    #[inline]
+    /// acquire's): the hold. A hold that did not wait is timed with the precise clock
+    /// only if this thread's sample is due or `time_all` (a "held too long" threshold is
+    /// set); one that is not is counted now. Runs no foreign code.
+    #[inline(always)]
     pub(crate) fn acquired(
         &self,
         kind: WaiterKind,
@@ -249,36 +262,68 @@ impl LockStatState {
         time_all: bool,
     ) -> HoldStat {
         let access = Access::of(kind);
-        let timed = access != Access::Read || time_all || grant.is_some() || sample();
-        let (now, wait, _) = self.record_wait_timed(access, grant, timed);
-        let mut key = 0;
-        if let (Some(now), true) = (now, access != Access::Read) {
-            key = self.set_holder(site, now, access);
+        #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+        let (start, timed, wait_ns, _) = self
+            .blocks
+            .with(|block, local| Self::record_acquire(block, local, access, grant, time_all));
+        if access != Access::Read {
+            self.set_holder(site, start, access);
         }
         HoldStat {
             site,
-            since: now,
+            start,
+            #[cfg(feature = "tracing")]
             earlier_ns: 0,
-            key,
-            wait_ns: wait,
+            #[cfg(feature = "tracing")]
+            wait_ns,
+            timed,
         }
     }
 
-    /// Ends the hold of the mode `access` at `now`: its histogram, the longest hold.
-    /// Returns its length (ns).
+    /// Ends the hold `hold` in mode `access` at `now` (`now_ns`) if it is timed: its
+    /// histogram, in `block`, and the longest hold. Returns its length (ns).
     #[inline]
-    pub(super) fn end_segment(&self, hold: &HoldStat, access: Access, now: Instant) -> u64 {
-        let Some(since) = hold.since else {
-            self.hold_of(access).count_untimed();
-            return 0;
-        };
-        let ns = nanos(now.saturating_duration_since(since));
-        self.hold_of(access).record(ns);
-        if ns > self.longest.ns.load(Ordering::Relaxed) {
-            self.longest
-                .write(|max| ns > max, |slot| slot.set(hold.site, ns, access));
-        }
+    pub(super) fn end_timed(
+        &self,
+        block: &Block,
+        owned: bool,
+        hold: &HoldStat,
+        access: Access,
+        now: u64,
+    ) -> u64 {
+        let ns = now.saturating_sub(hold.start);
+        block.hold_of(access).record(ns, owned);
+        self.longest_check(hold, ns, access);
         ns
+    }
+
+    /// Ends the hold `hold`, not timed (counted when it started): by the coarse clock, for
+    /// the longest hold, if it has a start (an exclusive hold). Returns its length by
+    /// that clock (ns; 0 without a start).
+    #[inline(always)]
+    pub(super) fn end_untimed(&self, hold: &HoldStat, access: Access) -> u64 {
+        if hold.start == 0 {
+            return 0;
+        }
+        let ns = coarse_ns(None).saturating_sub(hold.start);
+        self.longest_check(hold, ns, access);
+        ns
+    }
+
+    /// Is `ns` the longest hold so far? (A load of a cache line written only when it is.)
+    #[inline(always)]
+    fn longest_check(&self, hold: &HoldStat, ns: u64, access: Access) {
+        if ns > self.longest.ns.load(Ordering::Relaxed) {
+            self.longest_hold(hold, ns, access);
+        }
+    }
+
+    /// A hold longer than every one before it.
+    #[cold]
+    #[inline(never)]
+    fn longest_hold(&self, hold: &HoldStat, ns: u64, access: Access) {
+        self.longest
+            .write(|max| ns > max, |slot| slot.set(hold.site, ns, access));
     }
 
     /// The lock held as `hold` turned from `from` into `to`, after `grant` (an upgrade
@@ -291,113 +336,96 @@ impl LockStatState {
         to: WaiterKind,
         hold: &mut HoldStat,
         grant: Option<Grant>,
+        time_all: bool,
     ) -> Option<Site> {
         let (from, to) = (Access::of(from), Access::of(to));
-        let (now, wait, site) = if from != Access::Write && to == Access::Write {
-            // An upgrade: a write acquisition.
-            self.record_wait(Access::Write, grant)
-        } else {
-            (Instant::now(), 0, None)
-        };
-        let ns = self.end_segment(hold, from, now);
-        hold.earlier_ns = hold.earlier_ns.saturating_add(ns);
-        hold.since = Some(now);
-        hold.wait_ns = wait;
-        if to == Access::Read {
-            self.clear_holder(hold);
-        } else {
-            if hold.key == 0 {
-                // (Every change into an exclusive mode starts from one: not reached.)
-                hold.key = epoch_ns(now);
+        let site = self.blocks.with(|block, local| {
+            let owned = local.is_some();
+            let (start, timed, wait, site) = if from != Access::Write && to == Access::Write {
+                // An upgrade: a write acquisition.
+                Self::record_acquire(block, local, Access::Write, grant, time_all)
+            } else if time_all || local.is_none_or(|l| l.sample(to, SAMPLE_EVERY)) {
+                (now_ns(), true, 0, None)
+            } else {
+                // Not timed: counted now.
+                add(&block.hold_of(to).untimed, 1, owned);
+                (Self::untimed_start(local, to), false, 0, None)
+            };
+            // The segment that ends, by its own clock.
+            let ns = if hold.timed {
+                let now = if timed { start } else { now_ns() };
+                self.end_timed(block, owned, hold, from, now)
+            } else {
+                self.end_untimed(hold, from)
+            };
+            #[cfg(feature = "tracing")]
+            {
+                hold.earlier_ns = hold.earlier_ns.saturating_add(ns);
+                hold.wait_ns = wait;
             }
-            let (site, key) = (hold.site, hold.key);
-            self.holder.write(|_| true, |slot| slot.set(site, key, to));
+            #[cfg(not(feature = "tracing"))]
+            let _ = (ns, wait);
+            hold.start = start;
+            hold.timed = timed;
+            site
+        });
+        if to != Access::Read {
+            // Still the exclusive holder (an upgrade, or a downgrade to the upgradable
+            // read): the slot is still this hold's to write. A downgrade to a read lock
+            // leaves it: the count word says nobody holds the lock exclusively.
+            self.set_holder(hold.site, hold.start, to);
         }
         site
     }
 
     /// The lock held as `hold` in mode `kind` was released. Returns the whole hold's
-    /// length (ns). Runs no foreign code.
-    #[inline]
+    /// length (ns; by the coarse clock for a hold not timed; with `tracing`, for its
+    /// warning: else only the last mode's). Runs no foreign code.
+    #[inline(always)]
     pub(crate) fn released(&self, kind: WaiterKind, hold: &HoldStat) -> u64 {
         let access = Access::of(kind);
-        let ns = match hold.since {
-            Some(_) => self.end_segment(hold, access, Instant::now()),
-            None => {
-                self.hold_of(access).count_untimed();
-                0
-            }
+        let ns = if hold.timed {
+            self.blocks
+                .with(|block, local| self.end_timed(block, local.is_some(), hold, access, now_ns()))
+        } else {
+            self.end_untimed(hold, access)
         };
-        if access != Access::Read {
-            self.clear_holder(hold);
-        }
-        hold.earlier_ns.saturating_add(ns)
+        #[cfg(feature = "tracing")]
+        return hold.earlier_ns.saturating_add(ns);
+        #[cfg(not(feature = "tracing"))]
+        ns
     }
 
-    /// A new exclusive hold from `site`, taken at `at`, is the holder: returns its key
-    /// (the slot's time field). The key is `at` (`epoch_ns`) unless the slot still holds
-    /// the previous holder's key and `at` is not past it (a clock coarser than the time
-    /// between a release and the next acquire: both read the same tick); then it is one
-    /// past it, so that every key differs from the one before it, and the previous
-    /// holder's [`clear_holder`](Self::clear_holder), which may come after this write,
-    /// cannot empty the slot of this hold. (Exclusive holds follow one another, ordered by
-    /// the lock: the previous holder's slot write happens before this one.)
+    /// A new exclusive hold from `site`, taken at `at`, is the holder. Exclusive holds
+    /// follow one another, ordered by the lock, and each writes the slot only while it
+    /// holds the lock exclusively: one writer at a time, so no read-modify-write.
     #[inline]
-    pub(super) fn set_holder(
-        &self,
-        site: &'static Location<'static>,
-        at: Instant,
-        access: Access,
-    ) -> u64 {
-        let mut key = epoch_ns(at);
-        self.holder.write(
-            |_| true,
-            |slot| {
-                let previous = slot.ns.load(Ordering::Relaxed);
-                if previous >= key {
-                    key = previous.saturating_add(1);
-                }
-                slot.set(site, key, access);
-            },
-        );
-        key
+    pub(super) fn set_holder(&self, site: &'static Location<'static>, at: u64, access: Access) {
+        self.holder.0.write_alone(|slot| slot.set(site, at, access));
     }
 
-    /// Empties the holder slot if it is still `hold`'s: after a release, the next holder
-    /// may have written it already, and is left alone. One CAS of the time field, outside
-    /// the sequence count: an empty slot reads as empty whatever its other fields hold,
-    /// and a next holder's write (which the lock orders after this hold's own) either
-    /// comes after this CAS or makes it fail. So only holders write the slot under the
-    /// count, one at a time, and nobody waits for it on the acquire and release paths.
-    #[inline]
-    pub(super) fn clear_holder(&self, hold: &HoldStat) {
-        let key = hold.key;
-        if key != 0 {
-            let _ = self
-                .holder
-                .ns
-                .compare_exchange(key, 0, Ordering::Relaxed, Ordering::Relaxed);
-        }
-    }
-
-    /// The exclusive holder: where it took the lock, since when (`now_ns`), how.
+    /// The exclusive holder: where it took the lock, since when, how. Call it only while
+    /// the count word says an exclusive holder is in (else it names the last one).
     pub(crate) fn holder(&self) -> Option<Holder> {
-        self.holder.read().map(|(location, since, access)| Holder {
-            location,
-            access,
-            held_for: Duration::from_nanos(now_ns().saturating_sub(since)),
-        })
+        self.holder
+            .0
+            .read()
+            .map(|(location, since, access)| Holder {
+                location,
+                access,
+                held_for: Duration::from_nanos(now_ns().saturating_sub(since)),
+            })
     }
 
-    /// A snapshot, with the lock's event counters.
+    /// A snapshot, with the lock's event counters: every thread's block folded.
     pub(crate) fn snapshot(&self, events: LockStats) -> LockStat {
-        LockStat {
-            read_wait: self.read_wait.snapshot(),
-            read_hold: self.read_hold.snapshot(),
-            write_wait: self.write_wait.snapshot(),
-            write_hold: self.write_hold.snapshot(),
-            read_contentions: self.read_contentions.load(Ordering::Relaxed),
-            write_contentions: self.write_contentions.load(Ordering::Relaxed),
+        let mut stat = LockStat {
+            read_wait: Histogram::empty(),
+            read_hold: Histogram::empty(),
+            write_wait: Histogram::empty(),
+            write_hold: Histogram::empty(),
+            read_contentions: 0,
+            write_contentions: 0,
             longest_hold: self
                 .longest
                 .read()
@@ -407,32 +435,32 @@ impl LockStatState {
                     access,
                 }),
             events,
-        }
+        };
+        self.blocks.each(|block| {
+            // The holds not timed were counted with their acquire's wait of zero.
+            for (fast, wait, hold) in [
+                (&block.fast_reads, &mut stat.read_wait, &mut stat.read_hold),
+                (
+                    &block.fast_writes,
+                    &mut stat.write_wait,
+                    &mut stat.write_hold,
+                ),
+            ] {
+                let n = fast.load(Ordering::Relaxed);
+                wait.buckets[0] = wait.buckets[0].wrapping_add(n);
+                hold.untimed = hold.untimed.wrapping_add(n);
+            }
+            block.read_wait.fold_into(&mut stat.read_wait);
+            block.read_hold.fold_into(&mut stat.read_hold);
+            block.write_wait.fold_into(&mut stat.write_wait);
+            block.write_hold.fold_into(&mut stat.write_hold);
+            stat.read_contentions = stat
+                .read_contentions
+                .wrapping_add(block.read_contentions.load(Ordering::Relaxed));
+            stat.write_contentions = stat
+                .write_contentions
+                .wrapping_add(block.write_contentions.load(Ordering::Relaxed));
+        });
+        stat
     }
-}
-
-/// Read holds that did not wait are timed one in this many per thread (the first one on
-/// each thread too): the two clock reads of a timed hold cost more than the lock itself.
-pub(super) const SAMPLE_EVERY: u32 = 64;
-
-thread_local! {
-    /// Read holds left on this thread until the next timed one.
-    static UNTIL_SAMPLE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Is this thread's next read hold to be timed? One in [`SAMPLE_EVERY`], no atomics.
-#[inline]
-fn sample() -> bool {
-    UNTIL_SAMPLE
-        .try_with(|left| match left.get() {
-            0 => {
-                left.set(SAMPLE_EVERY - 1);
-                true
-            }
-            n => {
-                left.set(n - 1);
-                false
-            }
-        })
-        .unwrap_or(true)
 }

@@ -2,10 +2,12 @@
 
 use std::panic::Location;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::clock::{coarse_ns, now_ns};
 use super::histogram::{bucket, bucket_upper, Recorder, BUCKETS};
-use super::record::Grant;
+use super::local::Block;
+use super::record::{Grant, SAMPLE_EVERY};
 use super::*;
 use crate::raw::stats::LockStats;
 
@@ -13,8 +15,12 @@ use crate::raw::stats::LockStats;
 #[cfg(target_pointer_width = "64")]
 #[test]
 fn sizes() {
-    assert_eq!(std::mem::size_of::<LockStatState>(), 1712);
-    assert_eq!(std::mem::size_of::<HoldStat>(), 48);
+    assert_eq!(std::mem::size_of::<LockStatState>(), 192);
+    #[cfg(feature = "tracing")]
+    assert_eq!(std::mem::size_of::<HoldStat>(), 40);
+    #[cfg(not(feature = "tracing"))]
+    assert_eq!(std::mem::size_of::<HoldStat>(), 24);
+    assert_eq!(std::mem::size_of::<Block>(), 1664);
 }
 
 #[test]
@@ -37,12 +43,12 @@ fn buckets_are_powers_of_two() {
 fn histogram_counts_mean_max_and_percentiles() {
     let r = Recorder::new();
     for _ in 0..90 {
-        r.record(0);
+        r.record(0, true);
     }
     for _ in 0..9 {
-        r.record(1000); // bucket 10: up to 1023 ns
+        r.record(1000, true); // bucket 10: up to 1023 ns
     }
-    r.record(1_000_000); // bucket 20: up to 1_048_575 ns
+    r.record(1_000_000, false); // bucket 20: up to 1_048_575 ns
     let h = r.snapshot();
     assert_eq!(h.count(), 100);
     assert_eq!(h.zeros(), 90);
@@ -72,89 +78,98 @@ fn histogram_counts_mean_max_and_percentiles() {
 #[test]
 fn the_longest_hold_keeps_the_max_with_its_site() {
     let s = LockStatState::new();
+    let block = Block::new();
     let here = Location::caller();
-    let t0 = Instant::now();
-    let hold = HoldStat {
+    let hold = |start| HoldStat {
         site: here,
-        since: Some(t0),
+        start,
+        #[cfg(feature = "tracing")]
         earlier_ns: 0,
-        key: 0,
+        #[cfg(feature = "tracing")]
         wait_ns: 0,
+        timed: true,
     };
-    let at = |ns| t0 + Duration::from_nanos(ns);
-    assert_eq!(s.end_segment(&hold, Access::Read, at(50)), 50);
-    assert_eq!(s.end_segment(&hold, Access::Write, at(300)), 300);
-    assert_eq!(s.end_segment(&hold, Access::Read, at(100)), 100); // not the longest
-    let stat = s.snapshot(LockStats::default());
-    let longest = stat.longest_hold().unwrap();
-    assert_eq!(longest.duration, Duration::from_nanos(300));
-    assert_eq!(longest.access, Access::Write);
-    assert_eq!(longest.location, here);
-    assert_eq!(stat.read_hold().count(), 2);
-    assert_eq!(stat.write_hold().count(), 1);
+    assert_eq!(
+        s.end_timed(&block, true, &hold(1000), Access::Read, 1050),
+        50
+    );
+    assert_eq!(
+        s.end_timed(&block, true, &hold(1000), Access::Write, 1300),
+        300
+    );
+    // Not the longest.
+    assert_eq!(
+        s.end_timed(&block, true, &hold(1000), Access::Read, 1100),
+        100
+    );
+    let longest = s.longest.read().unwrap();
+    assert_eq!(longest, (here, 300, Access::Write));
+    let read_hold = block.read_hold.snapshot();
+    assert_eq!((read_hold.count(), read_hold.timed()), (2, 2));
+    assert_eq!(read_hold.max(), Duration::from_nanos(100));
+    assert_eq!(read_hold.total(), Duration::from_nanos(150));
+    assert_eq!(block.write_hold.snapshot().count(), 1);
+    // A hold not timed, by the coarse clock: the longest hold if it is.
+    let untimed = HoldStat {
+        timed: false,
+        ..hold(1)
+    };
+    assert!(s.end_untimed(&untimed, Access::UpgradableRead) > 300);
+    assert_eq!(s.longest.read().unwrap().2, Access::UpgradableRead);
+    // A read hold not timed has no start: nothing to measure.
+    let read = HoldStat {
+        timed: false,
+        ..hold(0)
+    };
+    assert_eq!(s.end_untimed(&read, Access::Read), 0);
 }
 
+/// The holder slot is written by each exclusive holder in turn, with no read-modify-write
+/// and no clearing: a release leaves it, and the snapshot reads it only while the count
+/// word says an exclusive holder is in.
 #[test]
-fn the_holder_slot_is_cleared_only_by_its_own_hold() {
+fn the_holder_slot_names_the_last_exclusive_hold() {
     let s = LockStatState::new();
     let here = Location::caller();
-    let hold = |key| HoldStat {
-        site: here,
-        since: Some(Instant::now()),
-        earlier_ns: 0,
-        key,
-        wait_ns: 0,
-    };
-    let old = hold(10);
-    s.holder
-        .write(|_| true, |slot| slot.set(here, 20, Access::Write));
-    s.clear_holder(&old); // the next holder's slot: left alone
+    assert!(s.holder().is_none());
+    let first = s.acquired(WaiterKind::Write, here, None, false);
     assert_eq!(s.holder().unwrap().access, Access::Write);
-    let new = hold(20);
-    s.clear_holder(&new);
-    assert!(s.holder().is_none());
-}
-
-/// With a clock coarser than the time between a release and the next acquire, both
-/// holds start at the same reading; the next holder's slot write may come before the
-/// previous holder's clear (a release runs its observers after the raw release).
-/// That clear must leave the next holder in the slot.
-#[test]
-fn a_coarse_clock_does_not_let_a_release_clear_the_next_holder() {
-    let s = LockStatState::new();
-    let here = Location::caller();
-    let tick = Instant::now();
-    // Both holds start at the same reading: a grant with that time for each.
-    let grant = || {
-        Some(Grant {
-            wait_ns: 0,
-            at: tick,
-            site: here,
-        })
-    };
-    let first = s.acquired(WaiterKind::Write, here, grant(), false);
-    let next = s.acquired(WaiterKind::Write, here, grant(), false);
-    assert_ne!(first.key, next.key);
     s.released(WaiterKind::Write, &first);
-    let holder = s.holder().expect("the next holder is still in the slot");
-    assert_eq!(holder.access, Access::Write);
-    s.released(WaiterKind::Write, &next);
-    assert!(s.holder().is_none());
-    // And the same for the upgradable reader after a writer.
-    let first = s.acquired(WaiterKind::Write, here, grant(), false);
-    let next = s.acquired(WaiterKind::UpgradableRead, here, grant(), false);
-    s.released(WaiterKind::Write, &first);
-    assert_eq!(s.holder().unwrap().access, Access::UpgradableRead);
-    s.released(WaiterKind::UpgradableRead, &next);
-    assert!(s.holder().is_none());
+    assert_eq!(s.holder().unwrap().access, Access::Write); // left for the next one
+    let grant = Some(Grant {
+        wait_ns: 5,
+        at: now_ns(),
+        site: here,
+    });
+    let mut next = s.acquired(WaiterKind::UpgradableRead, here, grant, false);
+    let holder = s.holder().unwrap();
+    assert_eq!(holder.access, Access::UpgradableRead);
+    // Its start: the grant's, by the precise clock.
+    assert!(next.timed && grant.is_some_and(|g| next.start == g.at));
+    // An upgrade: the same hold, now writing.
+    s.changed(
+        WaiterKind::UpgradableRead,
+        WaiterKind::Upgrade,
+        &mut next,
+        None,
+        false,
+    );
+    assert_eq!(s.holder().unwrap().access, Access::Write);
+    assert_eq!(s.holder.0.seq.load(Ordering::Relaxed) % 2, 0);
+    s.released(WaiterKind::Upgrade, &next);
 }
 
 #[test]
 fn the_table_has_every_row() {
     let s = LockStatState::new();
-    s.read_wait.record(0);
-    s.write_wait.record(2_000);
-    s.write_contentions.fetch_add(1, Ordering::Relaxed);
+    let here = Location::caller();
+    let _read = s.acquired(WaiterKind::Read, here, None, false);
+    let grant = Some(Grant {
+        wait_ns: 2_000,
+        at: now_ns(),
+        site: here,
+    });
+    let _write = s.acquired(WaiterKind::Write, here, grant, false);
     let text = s.snapshot(LockStats::default()).to_string();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 6, "{text}");
@@ -171,23 +186,30 @@ fn the_table_has_every_row() {
     assert_eq!(lines[5], "longest hold: none yet");
 }
 
-/// Read holds that did not wait are timed one in `SAMPLE_EVERY` per thread, the first one
-/// included; every one is counted.
+/// Holds that did not wait are timed one in `SAMPLE_EVERY` per thread and mode, the first
+/// one included; every one is counted.
 #[test]
-fn untimed_read_holds_are_counted_and_sampled_ones_timed() {
+fn untimed_holds_are_counted_and_sampled_ones_timed() {
     std::thread::spawn(|| {
         let s = LockStatState::new();
         let here = Location::caller();
-        let n = 2 * super::record::SAMPLE_EVERY;
+        let n = 2 * SAMPLE_EVERY;
         for _ in 0..n {
             let hold = s.acquired(WaiterKind::Read, here, None, false);
             s.released(WaiterKind::Read, &hold);
+            let hold = s.acquired(WaiterKind::Write, here, None, false);
+            s.released(WaiterKind::Write, &hold);
         }
         let stat = s.snapshot(LockStats::default());
-        assert_eq!(stat.read_hold().count(), u64::from(n));
-        assert_eq!(stat.read_hold().timed(), 2);
-        assert_eq!(stat.read_wait().count(), u64::from(n));
-        assert_eq!(stat.read_wait().zeros(), u64::from(n));
+        for (hold, wait) in [
+            (stat.read_hold(), stat.read_wait()),
+            (stat.write_hold(), stat.write_wait()),
+        ] {
+            assert_eq!(hold.count(), u64::from(n));
+            assert_eq!(hold.timed(), 2);
+            assert_eq!(wait.count(), u64::from(n));
+            assert_eq!(wait.zeros(), u64::from(n));
+        }
         // A "held too long" threshold times every hold.
         let hold = s.acquired(WaiterKind::Read, here, None, true);
         s.released(WaiterKind::Read, &hold);
@@ -195,4 +217,115 @@ fn untimed_read_holds_are_counted_and_sampled_ones_timed() {
     })
     .join()
     .unwrap();
+}
+
+/// Each thread writes a block of its own; the snapshot folds them, exactly once the
+/// threads are done; a thread that exits leaves its counts, and the next thread takes its
+/// block over instead of adding one.
+#[test]
+fn threads_record_apart_and_the_snapshot_folds_them() {
+    let s = LockStatState::new();
+    let here = Location::caller();
+    let per_thread = 1000u64;
+    // Joined one by one: a join waits for the thread's thread-local destructors too
+    // (the end of a scope does not).
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    for _ in 0..per_thread {
+                        let hold = s.acquired(WaiterKind::Read, here, None, false);
+                        s.released(WaiterKind::Read, &hold);
+                    }
+                    let grant = Some(Grant {
+                        wait_ns: 10,
+                        at: now_ns(),
+                        site: here,
+                    });
+                    let hold = s.acquired(WaiterKind::Write, here, grant, false);
+                    s.released(WaiterKind::Write, &hold);
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+    });
+    let blocks = s.blocks.len();
+    assert!((1..=4).contains(&blocks), "{blocks}");
+    let stat = s.snapshot(LockStats::default());
+    assert_eq!(stat.read_wait().count(), 4 * per_thread);
+    assert_eq!(stat.read_hold().count(), 4 * per_thread);
+    assert_eq!(stat.write_contentions(), 4);
+    assert_eq!(stat.write_wait().total(), Duration::from_nanos(40));
+    // Threads that come after the first ones ended take their blocks over.
+    for _ in 0..3 {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _ = s.acquired(WaiterKind::Read, here, None, false);
+                })
+                .join()
+                .unwrap();
+        });
+    }
+    assert_eq!(s.blocks.len(), blocks);
+    assert_eq!(
+        s.snapshot(LockStats::default()).read_wait().count(),
+        4 * per_thread + 3
+    );
+}
+
+/// A hold released by another thread-local's destructor, while the thread exits, is
+/// counted: in the thread's block if its thread-local is still there, in the lock's
+/// shared one if not.
+#[test]
+fn a_release_in_a_thread_local_destructor_is_counted() {
+    struct ReleaseOnExit(&'static LockStatState, Option<HoldStat>);
+    impl Drop for ReleaseOnExit {
+        fn drop(&mut self) {
+            if let Some(hold) = self.1.take() {
+                self.0.released(WaiterKind::Read, &hold);
+                let _ = self
+                    .0
+                    .acquired(WaiterKind::Write, Location::caller(), None, false);
+            }
+        }
+    }
+    thread_local! {
+        static EXIT: std::cell::RefCell<Option<ReleaseOnExit>> = const { std::cell::RefCell::new(None) };
+    }
+    static S: LockStatState = LockStatState::new();
+    std::thread::spawn(|| {
+        // Registered before the lock's thread-local, so destroyed after it where the
+        // platform runs destructors in reverse order (the shared block's case).
+        EXIT.with(|_| {});
+        let hold = S.acquired(WaiterKind::Read, Location::caller(), None, false);
+        EXIT.with(|exit| *exit.borrow_mut() = Some(ReleaseOnExit(&S, Some(hold))));
+    })
+    .join()
+    .unwrap();
+    let stat = S.snapshot(LockStats::default());
+    assert_eq!(stat.read_hold().count(), 1);
+    assert_eq!(stat.write_wait().count(), 1);
+}
+
+/// The coarse clock is never ahead of the precise one, and it ticks.
+#[test]
+fn the_coarse_clock_trails_the_precise_one_and_ticks() {
+    let first = coarse_ns(None);
+    assert!(first != 0 && first <= now_ns());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = coarse_ns(None);
+        assert!(t <= now_ns());
+        if t > first {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the coarse clock stopped"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
