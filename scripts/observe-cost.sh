@@ -4,11 +4,13 @@
 # interleaved (none, lockdep, lock_stat, none, ...). Prints every round, then the medians
 # and the ratios to the build without observers.
 # Usage: scripts/observe-cost.sh [ROUNDS [SECS]]   (default 3 rounds of 1 s measurements)
+# BUILDS="none stats lock_stat" picks the builds (the first is the one the ratios are to;
+# `stats`: the event counters alone, which `lock_stat` builds on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 secs=${2:-1}
-builds=(none lockdep lock_stat)
+read -r -a builds <<<"${BUILDS:-none lockdep lock_stat}"
 for build in "${builds[@]}"; do
   features=()
   [ "$build" != none ] && features=(--features "$build")
@@ -21,18 +23,19 @@ for round in $(seq "$rounds"); do
       sed "s/^/$build $round /" | tee -a "$out"
   done
 done
-python3 - "$out" <<'PY'
+python3 - "$out" "${builds[@]}" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
+builds = sys.argv[2:]
 values = {}
 for build, _, name, value in rows:
     values.setdefault((build, name), []).append(float(value))
 names = ["read", "write", "one-lock", "private-1w", "private-2w"]
 print("\nmedians (ns per lock+unlock; acquires/s), and x the build without observers")
 print(f"{'':<10}" + "".join(f"{n:>22}" for n in names + ["2w/1w"]))
-for build in ["none", "lockdep", "lock_stat"]:
+for build in builds:
     med = {n: statistics.median(values[(build, n)]) for n in names}
-    base = {n: statistics.median(values[("none", n)]) for n in names}
+    base = {n: statistics.median(values[(builds[0], n)]) for n in names}
     cells = [f"{med[n]:>12.4g} ({med[n] / base[n]:.2f})" for n in names]
     cells.append(f"{med['private-2w'] / med['private-1w']:>22.2f}")
     print(f"{build:<10}" + "".join(f"{c:>22}" for c in cells))

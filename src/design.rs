@@ -178,7 +178,7 @@
 //! | `src/raw/spin.rs` | the learned spin budgets |
 //! | `src/raw/policy.rs`, `src/raw/stats.rs` | the policy and how a lock stores it; the lock-event counters |
 //! | `src/raw/snapshot.rs`, `src/rwlock/snapshot.rs` | `RwLock::snapshot`: the count word and the wait list read together; under `lock_stat`, `RwLock::lock_stat` |
-//! | `src/lock_stat.rs` | feature `lock_stat`: the wait and hold histograms, the longest hold, the exclusive holder, the "held/waited too long" warnings (with `tracing`) |
+//! | `src/observe/lock_stat/` | feature `lock_stat`: the wait and hold histograms (per thread, `local.rs`, folded when read), the precise and coarse clocks (`clock.rs`), the longest hold, the exclusive holder, the "held/waited too long" warnings (with `tracing`) |
 //! | `src/raw/tests/` | the transition tests against the count word, the list's tests, the loom models |
 //! | `src/rwlock.rs`, `src/rwlock/acquire.rs` | `RwLock<T>`: its state queries, `into_inner` and `get_mut`, the `Send`/`Sync` impls and the variance table; the constructors and every async and `try_` acquire (`acquire.rs`) |
 //! | `src/rwlock/token.rs` | lock tokens: the one place the typed layer takes, changes and releases a lock |

@@ -86,8 +86,9 @@ impl Recorder {
 
 /// A histogram of times: how many fell in each power-of-two bucket, their total and the
 /// largest. Percentiles are read from the buckets, so they are upper bounds within a
-/// factor of two (and never above [`max`](Self::max)); the count, the mean and the max
-/// are exact.
+/// factor of two (and never above [`max`](Self::max)); the count is exact, and the mean
+/// and the max are exact over the times recorded (for the holds: the sampled ones, see
+/// the [module documentation](crate::lock_stat)).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Histogram {
     pub(super) buckets: [u64; BUCKETS],

@@ -1,13 +1,30 @@
 //! Lock statistics with times (feature `lock_stat`): what the kernel's `/proc/lock_stat`
 //! reports for a lock class, per lock here.
 //!
-//! Each lock records, in relaxed atomics and without allocating:
+//! Each lock records:
 //!
 //! - four log2 histograms of times: read wait, read hold, write wait, write hold;
 //! - the acquires that had to take the slow path (contentions), readers and writers;
 //! - the longest hold, with the location where its guard was taken;
 //! - who holds the lock exclusively (a writer or the upgradable reader) and since when,
 //!   for [`RwLock::snapshot`](crate::RwLock::snapshot).
+//!
+//! # Where it is kept
+//!
+//! As the kernel keeps `lock_stat` per CPU: the counters and histograms of a lock are kept
+//! per thread, in a block that only that thread writes (plain loads and stores of relaxed
+//! atomics, no read-modify-write), and [`RwLock::lock_stat`](crate::RwLock::lock_stat)
+//! adds the blocks up. A thread finds its block through a small thread-local cache; the
+//! first use of a lock on a thread allocates the block (1,664 bytes on 64-bit targets)
+//! and takes the lock's list mutex once. When a thread exits, its blocks stay with their
+//! locks, every count kept, and the next thread to use such a lock takes one over: a lock
+//! has no more blocks than threads that used it at the same time. A hold released by a
+//! thread whose thread-locals are already gone (a guard dropped in a thread-local's
+//! destructor) goes into the lock's shared block, with read-modify-writes.
+//!
+//! The snapshot is read with relaxed loads: while the lock is in use it is approximate,
+//! once every task is done with the lock (and the reading thread has synchronised with
+//! them, as joining them does) it is exact.
 //!
 //! # What is counted where
 //!
@@ -21,41 +38,53 @@
 //! - **Upgradable readers** are readers: their waits and holds are in the read rows. An
 //!   upgrade is a write acquisition: its wait (while the other readers leave) is a write
 //!   wait, and it is a write contention if it had to wait.
-//! - Times are read with `Instant::now()`. **Exact**: every count (acquisitions,
-//!   contentions, holds), every wait, and the times of write, upgradable and contended
-//!   holds. **Sampled**: the times of read holds that did not wait, one in 64 per thread
-//!   (the first one on each thread included), unless a "held too long" threshold is set
-//!   (`Policy::warn_held_longer_than`, with `tracing`), which times every hold. So the
-//!   read-hold histogram's [`count`](Histogram::count) is exact, and its mean,
-//!   percentiles and max (and the longest hold) are over the
-//!   [`timed`](Histogram::timed) ones.
+//! - **Exact**: every count (acquisitions, contentions, holds) and every wait.
+//!   **Sampled**: the times of holds that did not wait, one in 64 per thread and mode
+//!   (read or write, the first one on each thread included), timed with `Instant::now()`;
+//!   contended holds are all timed, and so is every hold of a lock with a "held too long"
+//!   threshold (`Policy::warn_held_longer_than`, with `tracing`). So each hold
+//!   histogram's [`count`](Histogram::count) is exact, and its mean, percentiles and max
+//!   are over the [`timed`](Histogram::timed) ones. A hold not timed is counted when it
+//!   is taken (a timed one when it ends).
+//! - **The coarse clock**: an exclusive hold (write or upgradable read) that is not timed
+//!   takes its start from a clock that a thread of the crate ("async-rwsem clock") ticks
+//!   every millisecond, as the kernel's jiffies (one load to read; the thread parks after a
+//!   second without readers); its release reads it again. So the
+//!   [`longest hold`](LockStat::longest_hold) includes every exclusive hold, measured
+//!   within a tick (and however long the ticking thread was kept from running), and the
+//!   snapshot's [`held_for`](Holder::held_for) is never short of the truth. Read holds
+//!   not timed have no time: a long one that was not sampled is missing from the longest
+//!   hold.
 //!
 //! # What it costs
 //!
-//! Measured on a 2-core AMD EPYC VM (release, `bench/src/bin/observe_cost.rs`, medians of
-//! 3 interleaved runs; `scripts/observe-cost.sh` runs the same with lockdep too):
+//! Measured on a 2-core AMD EPYC VM shared with other sessions (load average 8 to 9:
+//! noisy), release, `bench/src/bin/observe_cost.rs`, medians of 3 interleaved runs
+//! (`BUILDS="none stats lock_stat" scripts/observe-cost.sh 3 1`; `stats`: the event
+//! counters alone, which `lock_stat` builds on):
 //!
-//! | | `read().await` + drop | `write().await` + drop | 8 tasks, one lock, tiny sections, 2 workers |
-//! |---|---|---|---|
-//! | without `lock_stat` | 11.8 ns | 6.9 ns | 10.1 M acquires/s |
-//! | with `lock_stat` | 25.6 ns (2.2x) | 97 ns (14x) | 5.5 M acquires/s (0.57x) |
+//! | | `read().await` + drop | `write().await` + drop | 8 tasks, one lock, tiny sections, 2 workers | a lock per task, 2 workers / 1 |
+//! |---|---|---|---|---|
+//! | without observers | 45.7 ns | 34.3 ns | 4.04 M acquires/s | x0.97 |
+//! | `stats` | 74.1 ns (1.62x) | 51.3 ns (1.50x) | 3.45 M acquires/s (0.85x) | x1.00 |
+//! | `lock_stat` | 95.5 ns (2.09x) | 98.4 ns (2.87x) | 3.72 M acquires/s (0.92x) | x0.95 |
 //!
-//! - Time: an uncontended read, two relaxed adds (its wait and its hold counted) and a
-//!   thread-local countdown; a write or upgradable read, two clock reads and the
-//!   exclusive-holder slot (a CAS and a few stores); a contended acquire, one clock read
-//!   when it starts to wait and one at the grant. With `tracing`, a release with a waiting
-//!   threshold set and waiters queued takes the wait list's mutex briefly to read the
-//!   head's wait.
-//! - Memory, on 64-bit targets: 1,712 bytes more per lock (four histograms of 48 buckets,
-//!   the counters and two slots), 48 bytes more per guard (where and when its hold
-//!   began).
+//! (Before the blocks per thread, the same run gave 3.38x, 8.14x and 0.49x.)
 //!
-//! ```text
-//! for b in none lock_stat; do f=(); [ $b != none ] && f=(--features $b)
-//!   CARGO_TARGET_DIR=target/observe-$b cargo build --release -p bench --bin observe_cost "${f[@]}"; done
-//! for r in 1 2 3; do for b in none lock_stat; do
-//!   target/observe-$b/release/observe_cost --secs 0.5 --iterations 1000000; done; done
-//! ```
+//! - Time: an uncontended read, the thread-local cache, one add and a countdown at the
+//!   acquire, nothing at the release; a write or upgradable read, that, two loads of the
+//!   coarse clock and the exclusive-holder slot (a few plain stores: exclusive holders
+//!   follow one another, so no read-modify-write); one hold in 64, two precise clock
+//!   reads; a contended acquire, one precise clock read when it starts to wait and one at
+//!   the grant. No cache line is written by every acquire of every thread (the holder
+//!   slot, on a line of its own, by every exclusive acquire; the longest hold only by a
+//!   hold longer than all before it); the event counters of `stats`, in the raw lock,
+//!   still are. With `tracing`, a release with a waiting threshold set and waiters
+//!   queued takes the wait list's mutex briefly to read the head's wait.
+//! - Memory, on 64-bit targets: 192 bytes more per lock and a block of 1,664 bytes per
+//!   thread that uses it (four histograms of 48 buckets and the counters), a thread-local
+//!   of 544 bytes per thread, 24 bytes more per guard (40 with `tracing`), and the ticking
+//!   thread.
 
 mod clock;
 mod histogram;
