@@ -74,11 +74,13 @@
 //!   repository) shows the set-up.
 //! - **`lockdep`**: lock-order checking for debug builds and tests, the kernel's
 //!   `lockdep` with tasks for threads (and the futures a task runs at once, told apart by
-//!   their wakers): an acquire whose order of lock classes closes a cycle that two
-//!   holders made is reported (a panic, by default) the first time it happens, even if
-//!   nothing deadlocks in that run; an acquire of a lock its holder already holds is
-//!   reported at once from a thread, and from a task once it has waited
-//!   `lockdep::deadlock_timeout()` (the holder may be a sibling future that lets go).
+//!   their wakers, each known by a number never reused): an acquire whose order of lock
+//!   classes closes a cycle that two holders made is reported (a panic, by default) once,
+//!   the first time it happens, even if nothing deadlocks in that run; an acquire of a
+//!   lock its holder already holds is reported at once from a blocking acquire (a
+//!   thread's, or one inside `spawn_blocking`), and from an async acquire once it has
+//!   waited `lockdep::deadlock_timeout()` with that hold still there (the holder may be
+//!   a sibling future that lets go).
 //!   Upgrades are ordered as write acquisitions. See the module `lockdep` (what is and
 //!   is not detected, with an example of each); `RwLock::with_lockdep_class` names a
 //!   lock's class.
