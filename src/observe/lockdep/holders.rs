@@ -8,22 +8,26 @@
 //! waker (`join!`, `select!`) are one. A blocking or `try_` acquire has no waker: it is
 //! the owner's own (flow 0), and sees (and is seen by) every flow of its owner.
 //!
-//! A flow is known by a number, given the first time it holds a lock and never reused
-//! (as a task's id, not as a waker's address: the next child of a `FuturesUnordered` is
-//! often given the address of the one that just ended). The number stays bound to its
-//! waker's address while the flow holds a lock (the future is alive then, and so is the
-//! allocation its waker points to) and while it is the only flow that made one of the
-//! graph's orders: then lockdep keeps a clone of its waker, which keeps that allocation,
-//! and so the address, from being given to another future. Once neither is true the
-//! binding is dropped, and a future polled with a waker at that address later is a new
-//! flow. (A guard that leaves its future, sent away or forgotten, keeps the binding while
-//! it is held; a new future at that address meanwhile is taken for the old one.)
+//! The locks a flow holds are told by its waker (its data and vtable addresses, kept in
+//! each entry): while a future holds a lock it is alive, and so is the allocation its
+//! waker points to, which no other future can be given meanwhile. (A guard that leaves
+//! its future, sent away or forgotten, keeps its waker's address in its entry while it is
+//! held; a new future polled with a waker at that address meanwhile is taken for the old
+//! one.) The graph's orders outlive the holds, so there a flow is known by a number,
+//! never reused (as a task's id, not as a waker's address: the next child of a
+//! `FuturesUnordered` is often given the address of the one that just ended). The number
+//! is given when the flow first forms a chain of held locks, and stays bound to its
+//! waker's address while the flow is the only one that made one of the graph's orders:
+//! lockdep then keeps a clone of its waker, which keeps that address from being given to
+//! another future. Once no such order is left the binding is dropped, and the future's
+//! next chain gets a new number: harmless, as every order it made has been made by
+//! another flow too (the graph asks nothing more of a number).
 //!
 //! Each owner's held locks live in one shard of a table of mutexes, picked by the
 //! owner: two owners rarely share one, so an acquire and a release take a mutex no other
 //! worker is likely to want, never a process-wide one. A shard is a flat list of the
-//! entries of its owners, oldest first, and of their flows: once it has grown, an acquire
-//! and a release allocate nothing.
+//! entries of its owners, oldest first, and of their flows bound to a number: once it has
+//! grown, an acquire and a release allocate nothing.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -93,7 +97,10 @@ impl fmt::Display for Holder {
 }
 
 /// A flow's waker, as a flow is found again: the data and vtable addresses.
-type WakerKey = (usize, usize);
+pub(super) type WakerKey = (usize, usize);
+
+/// The key of the owner itself: no waker (a blocking or `try_` acquire).
+pub(super) const NO_FLOW: WakerKey = (0, 0);
 
 /// The acquire made now, on this thread: its owner, and the waker of the poll it is made
 /// in, if any.
@@ -167,8 +174,13 @@ impl Caller {
             .map(|waker| (waker.data() as usize, waker.vtable() as *const _ as usize))
     }
 
+    /// The key of its flow: [`NO_FLOW`] for the owner itself (no waker).
+    pub(super) fn flow_key(&self) -> WakerKey {
+        self.key().unwrap_or(NO_FLOW)
+    }
+
     /// Its flow's number in `shard`: 0 for the owner itself (no waker), `None` for a
-    /// future not bound to a number now.
+    /// future not bound to a number now (see the module documentation).
     pub(super) fn flow(&self, shard: &ShardData) -> Option<u64> {
         let Some(key) = self.key() else {
             return Some(0);
@@ -180,12 +192,11 @@ impl Caller {
             .map(|flow| flow.id)
     }
 
-    /// Whether a lock held as `entry` can keep this acquire, whose flow is `flow` (as
-    /// [`flow`](Self::flow) found it), waiting, or orders it: one of its owner's, held by
-    /// its own flow or by the owner itself; or any of its owner's, for the owner itself.
-    pub(super) fn sees(&self, entry: &Entry, flow: Option<u64>) -> bool {
-        entry.owner == self.owner
-            && (!self.is_async() || entry.flow == 0 || Some(entry.flow) == flow)
+    /// Whether a lock held as `entry` can keep this acquire waiting, or orders it: one of
+    /// its owner's, held by its own flow or by the owner itself; or any of its owner's,
+    /// for the owner itself.
+    pub(super) fn sees(&self, entry: &Entry, key: WakerKey) -> bool {
+        entry.owner == self.owner && (key == NO_FLOW || entry.flow == NO_FLOW || entry.flow == key)
     }
 
     /// A clone of the waker of its poll, which keeps the waker's address from being
@@ -265,8 +276,8 @@ pub(super) struct Entry {
     pub(super) class: u32,
     pub(super) mode: Mode,
     pub(super) site: &'static Location<'static>,
-    /// The flow of the acquire (0: the owner itself).
-    pub(super) flow: u64,
+    /// The waker of the acquire's flow ([`NO_FLOW`]: the owner itself).
+    pub(super) flow: WakerKey,
     /// Whether its acquire has returned the guard: an async acquire that owns the lock
     /// but yields before it completes (tokio's budget spent) holds it, but orders
     /// nothing, as no code of its future runs until it completes (a sibling's acquire
@@ -280,11 +291,9 @@ pub(super) struct Flow {
     owner: Owner,
     key: WakerKey,
     id: u64,
-    /// The entries it holds.
-    holds: u32,
-    /// The orders of the graph it alone made.
+    /// The orders of the graph it alone made: not 0.
     sole: u32,
-    /// A clone of its waker, while `sole` is not 0.
+    /// A clone of its waker (none if its clone panicked).
     pin: Option<Waker>,
 }
 
@@ -402,59 +411,14 @@ pub(super) fn shard(owner: Owner) -> ShardGuard {
 }
 
 impl ShardData {
-    /// One more hold of `caller`'s flow: its number, bound now if it was not.
-    pub(super) fn hold(&mut self, caller: &Caller) -> u64 {
-        let Some(key) = caller.key() else {
-            return 0;
-        };
-        let owner = caller.owner;
-        if let Some(flow) = self
-            .flows
-            .iter_mut()
-            .find(|flow| flow.owner == owner && flow.key == key)
-        {
-            flow.holds += 1;
-            return flow.id;
-        }
-        let id = next_entry();
-        self.flows.push(Flow {
-            owner,
-            key,
-            id,
-            holds: 1,
-            sole: 0,
-            pin: None,
-        });
-        id
-    }
-
-    /// The flow `flow` of `owner` holds one entry less: unbound if that was the last
-    /// reason to keep it, with its waker's clone returned (to drop with [`drop_pin`],
-    /// outside the shard's mutex).
-    fn unhold(&mut self, owner: Owner, flow: u64) -> Option<Waker> {
-        let at = self
-            .flows
-            .iter()
-            .position(|f| f.owner == owner && f.id == flow)?;
-        let f = &mut self.flows[at];
-        f.holds = f.holds.saturating_sub(1);
-        if f.holds == 0 && f.sole == 0 {
-            return self.flows.swap_remove(at).pin;
-        }
-        None
-    }
-
-    /// Takes the entry `id` of `owner` off the set, and its hold off its flow; returns
-    /// the waker's clone to drop (see [`unhold`](Self::unhold)).
-    pub(super) fn release(&mut self, owner: Owner, id: u64) -> Option<Waker> {
-        let at = self
+    /// Takes the entry `id` of `owner` off the set.
+    pub(super) fn release(&mut self, owner: Owner, id: u64) {
+        if let Some(at) = self
             .entries
             .iter()
-            .rposition(|entry| entry.id == id && entry.owner == owner)?;
-        let entry = self.entries.remove(at);
-        match entry.flow {
-            0 => None,
-            flow => self.unhold(owner, flow),
+            .rposition(|entry| entry.id == id && entry.owner == owner)
+        {
+            self.entries.remove(at);
         }
     }
 }
@@ -469,8 +433,8 @@ pub(super) fn drop_pin(pin: Option<Waker>) {
 
 /// The graph's orders that `holder`'s flow alone made changed by `delta` (one made, or
 /// one made by a second flow too). A flow that alone made some order stays bound to its
-/// number, with a clone of its waker (taken here if `holder` is `caller`'s flow, which
-/// is the one that makes orders); one bound for no reason left is unbound.
+/// number, with a clone of its waker (taken here: an order is made by `caller`'s flow);
+/// one left with none is unbound.
 pub(super) fn sole_orders(caller: &Caller, holder: Holder, delta: i32) {
     if holder.flow == 0 {
         return; // the owner itself: its number is its owner's, never reused
@@ -480,62 +444,36 @@ pub(super) fn sole_orders(caller: &Caller, holder: Holder, delta: i32) {
         .flows
         .iter()
         .position(|f| f.owner == holder.owner && f.id == holder.flow);
-    if delta < 0 {
-        let Some(at) = at else { return };
-        let flow = &mut shard.flows[at];
-        flow.sole = flow.sole.saturating_sub(1);
-        let pin = if flow.sole != 0 {
-            None
-        } else if flow.holds == 0 {
-            shard.flows.swap_remove(at).pin
-        } else {
-            // Still held: the future, and so its waker's address, lives.
-            flow.pin.take()
-        };
-        drop(shard);
-        drop_pin(pin);
-        return;
-    }
-    let mine = caller.owner == holder.owner && caller.is_async();
-    if let Some(at) = at {
-        let flow = &mut shard.flows[at];
-        flow.sole += 1;
-        if flow.pin.is_some() || !mine {
-            return;
-        }
-        drop(shard);
-        let pin = caller.pin();
-        let mut shard = self::shard(holder.owner);
-        let spare = match shard
-            .flows
-            .iter_mut()
-            .find(|f| f.owner == holder.owner && f.id == holder.flow)
-        {
-            Some(flow) if flow.pin.is_none() && flow.sole != 0 => {
-                flow.pin = pin;
+    match at {
+        Some(at) => {
+            let flow = &mut shard.flows[at];
+            flow.sole = flow.sole.saturating_add_signed(delta);
+            let pin = if flow.sole == 0 {
+                shard.flows.swap_remove(at).pin
+            } else {
                 None
-            }
-            _ => pin,
-        };
-        drop(shard);
-        drop_pin(spare);
-        return;
+            };
+            drop(shard);
+            drop_pin(pin);
+        }
+        None if delta > 0 => {
+            // The acquiring flow, bound now.
+            let Some(key) = caller.key().filter(|_| caller.owner == holder.owner) else {
+                return;
+            };
+            drop(shard);
+            let pin = caller.pin();
+            let mut shard = self::shard(holder.owner);
+            shard.flows.push(Flow {
+                owner: holder.owner,
+                key,
+                id: holder.flow,
+                sole: delta.unsigned_abs(),
+                pin,
+            });
+        }
+        None => {}
     }
-    // Not bound: the acquiring flow, which holds nothing of its own yet.
-    let Some(key) = caller.key().filter(|_| mine) else {
-        return;
-    };
-    drop(shard);
-    let pin = caller.pin();
-    shard = self::shard(holder.owner);
-    shard.flows.push(Flow {
-        owner: holder.owner,
-        key,
-        id: holder.flow,
-        holds: 0,
-        sole: 1,
-        pin,
-    });
 }
 
 /// Marks the entry `id` of `owner` settled or not (see [`Entry::settled`]).
@@ -561,24 +499,12 @@ pub(super) fn holds_any(owner: Owner, ids: &[u64], lock: u64) -> bool {
 /// of shard bits: where it was ever held), for a lock dropped while forgotten guards may
 /// still hold it.
 pub(super) fn forget_lock(lock: u64, shards: u64) {
-    let mut pins = Vec::new();
     for (i, shard) in HELD.iter().enumerate() {
         if shards & (1 << i) == 0 {
             continue;
         }
         let mut data = shard.data.lock().unwrap_or_else(PoisonError::into_inner);
-        let forgotten: Vec<(Owner, u64)> = data
-            .entries
-            .iter()
-            .filter(|entry| entry.lock == lock)
-            .map(|entry| (entry.owner, entry.id))
-            .collect();
-        for (owner, id) in forgotten {
-            pins.push(data.release(owner, id));
-        }
+        data.entries.retain(|entry| entry.lock != lock);
         shard.len.store(data.entries.len(), Relaxed);
-    }
-    for pin in pins {
-        drop_pin(pin);
     }
 }

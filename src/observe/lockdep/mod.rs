@@ -128,15 +128,17 @@
 //! their task's waker: they are one holder. A blocking or `try_` acquire is its task's or
 //! thread's own, and sees the locks every future of it holds.
 //!
-//! Each future is known by a number given the first time it holds a lock and never
-//! reused, as a task's id, not by its waker's address, which the next child of a
-//! `FuturesUnordered` is often given once the one before it ended: two jobs run one
-//! after the other are two holders. The number stays bound to the address while the
-//! future holds a lock, and while it is the only holder that made one of the graph's
+//! In the orders lockdep remembers, each future is known by a number never reused, as a
+//! task's id, not by its waker's address, which the next child of a `FuturesUnordered`
+//! is often given once the one before it ended: two jobs run one after the other are two
+//! holders. The number is given when the future first acquires holding a lock, and stays
+//! bound to its waker's address while it is the only holder that made one of the graph's
 //! orders; lockdep then keeps a clone of its waker (at most one per order of the graph),
-//! which keeps the address from being given to another future. A guard that leaves its
-//! future (sent to a task, forgotten) keeps the binding while it lives: a new future
-//! polled with a waker at that address meanwhile counts as the old one.
+//! which keeps the address from being given to another future. The locks a future holds
+//! are known by its waker's address, which no other future can be given while the future
+//! holds them; a guard that leaves its future (sent to a task, forgotten) keeps that
+//! address while it lives: a new future polled with a waker at that address meanwhile
+//! counts as the old one for that lock.
 //!
 //! A lock is charged to the holder that acquired it until it is released, and the
 //! release takes it off that holder's set whichever task or thread drops the guard, so a
@@ -253,8 +255,8 @@
 //!
 //! With the feature on, an acquire and a release each take the mutex of one shard of
 //! the held sets (64 shards, picked by task or thread: two workers rarely want the same
-//! one), where the acquiring future's number is found (or given) in a short list of its
-//! task's futures; an acquire that can wait walks its holder's held locks and, if it holds any,
+//! one); an acquire that can wait walks its holder's held locks and, if it holds any,
+//! finds its future's number in a short list of its task's futures,
 //! hashes the chain they form with the lock acquired and looks it up in a sharded table
 //! of chains already checked (a read lock). Only a chain new to the process (or to a
 //! second holder) takes the process-wide mutex of the class graph, adds its orders and
@@ -447,13 +449,13 @@ pub struct HeldLock {
 /// ```
 pub fn held() -> Vec<HeldLock> {
     let caller = Caller::current();
+    let key = caller.flow_key();
     let held: Vec<(u32, Mode, &'static Location<'static>)> = {
         let shard = holders::shard(caller.owner);
-        let flow = caller.flow(&shard);
         shard
             .entries
             .iter()
-            .filter(|entry| caller.sees(entry, flow))
+            .filter(|entry| caller.sees(entry, key))
             .map(|entry| (entry.class, entry.mode, entry.site))
             .collect()
     };
@@ -626,11 +628,11 @@ pub(crate) fn acquiring(
     let mut chain = ChainKey::default();
     let mut conflicts = Vec::new();
     let mut first_conflict = None;
+    let key = caller.flow_key();
     let flow = {
         let shard = holders::shard(caller.owner);
-        let flow = caller.flow(&shard);
         for entry in shard.entries.iter() {
-            if !caller.sees(entry, flow) {
+            if !caller.sees(entry, key) {
                 continue;
             }
             if entry.lock == lock {
@@ -644,7 +646,8 @@ pub(crate) fn acquiring(
                 chain.push(entry.class, entry.mode);
             }
         }
-        flow
+        // The flow's number, for the graph: needed only when it holds something.
+        (!chain.is_empty()).then(|| caller.flow(&shard)).flatten()
     };
 
     if let Some((held_mode, held_site, why)) = first_conflict {
@@ -681,15 +684,15 @@ pub(crate) fn acquiring(
         owner: caller.owner,
         flow: flow.unwrap_or_else(holders::next_entry),
     };
-    let key = chain.finish(class_id, mode, upgrade);
-    if graph::validated(key, holder) {
+    let chain_key = chain.finish(class_id, mode, upgrade);
+    if graph::validated(chain_key, holder) {
         return;
     }
     // A chain not yet checked for this holder: the orders, under the graph's mutex.
     let held: Vec<graph::Held> = holders::shard(caller.owner)
         .entries
         .iter()
-        .filter(|entry| caller.sees(entry, flow) && entry.lock != lock && entry.settled)
+        .filter(|entry| caller.sees(entry, key) && entry.lock != lock && entry.settled)
         .map(|entry| (entry.class, entry.mode, entry.site))
         .collect();
     let acquire = graph::Acquire {
@@ -699,7 +702,7 @@ pub(crate) fn acquiring(
         upgrade,
         site,
     };
-    let (message, sole) = graph::record(acquire, &held, key);
+    let (message, sole) = graph::record(acquire, &held, chain_key);
     for (flow, delta) in sole {
         holders::sole_orders(&caller, flow, delta);
     }
@@ -738,20 +741,16 @@ pub(crate) fn acquired(
     if class.shards.load(Relaxed) & shard == 0 {
         class.shards.fetch_or(shard, Relaxed);
     }
-    {
-        let mut shard = holders::shard(caller.owner);
-        let flow = shard.hold(&caller);
-        shard.entries.push(Entry {
-            owner: caller.owner,
-            id,
-            lock,
-            class: class_id,
-            mode: Mode::of(kind),
-            site,
-            flow,
-            settled: true,
-        });
-    }
+    holders::shard(caller.owner).entries.push(Entry {
+        owner: caller.owner,
+        id,
+        lock,
+        class: class_id,
+        mode: Mode::of(kind),
+        site,
+        flow: caller.flow_key(),
+        settled: true,
+    });
     if caller.is_async() {
         holders::set_last_charged(caller.owner, id);
     }
@@ -775,8 +774,7 @@ pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
 /// The held lock was released: takes it off the set of the holder it was charged to,
 /// whoever releases it.
 pub(crate) fn released(held: HeldState) {
-    let pin = holders::shard(held.owner).release(held.owner, held.entry);
-    holders::drop_pin(pin);
+    holders::shard(held.owner).release(held.owner, held.entry);
 }
 
 /// Panics with `message` as the payload (a `String`), as `panic!` would, but prints it
