@@ -4,6 +4,7 @@
 # rounds of SECS seconds per lock, medians and ratios within each round.
 # Usage: scripts/threads.sh            (RUNS=3 SECS=1 by default)
 #        RUNS=5 SECS=2 scripts/threads.sh
+#        PASS_BOUND=none scripts/threads.sh   (async-rwsem with another Policy::pass_bound)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-3}
@@ -12,6 +13,7 @@ cargo build -q --release -p bench --bin threads
 bin="${CARGO_TARGET_DIR:-target}/release/threads"
 for shape in "1 4" "4 4" "0 8"; do
   set -- $shape
-  "$bin" --writers "$1" --readers "$2" --seconds "$secs" --runs "$runs"
+  "$bin" --writers "$1" --readers "$2" --seconds "$secs" --runs "$runs" \
+    ${PASS_BOUND:+--pass-bound "$PASS_BOUND"}
   echo
 done

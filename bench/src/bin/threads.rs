@@ -50,7 +50,22 @@ struct Args {
     /// Rounds (each runs every selected lock once).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// async-rwsem's `Policy::pass_bound` (a number, or `none`): one side of an A/B of
+    /// the bound from threads. Default: the default policy's.
+    #[arg(long, value_name = "N|none", value_parser = parse_pass_bound)]
+    pass_bound: Option<u32>,
 }
+
+/// `--pass-bound`: a number, or `none` (`u32::MAX`).
+fn parse_pass_bound(s: &str) -> Result<u32, String> {
+    match s.trim() {
+        "none" => Ok(u32::MAX),
+        n => n.parse().map_err(|e| format!("`{n}`: {e}")),
+    }
+}
+
+/// async-rwsem's policy for this run (`--pass-bound`), set once by `main`.
+static RWSEM_POLICY: std::sync::OnceLock<async_rwsem::Policy> = std::sync::OnceLock::new();
 
 /// Which lock to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -90,7 +105,10 @@ trait ThreadLock: Send + Sync + 'static {
 
 impl ThreadLock for async_rwsem::RwLock<[u64; CELLS]> {
     fn new() -> Self {
-        async_rwsem::RwLock::new([0; CELLS])
+        async_rwsem::RwLock::with_policy(
+            [0; CELLS],
+            RWSEM_POLICY.get().copied().unwrap_or_default(),
+        )
     }
     fn read<R>(&self, f: impl FnOnce(&[u64; CELLS]) -> R) -> R {
         f(&self.blocking_read())
@@ -240,6 +258,9 @@ fn loadavg() -> String {
 
 fn main() {
     let args = Args::parse();
+    if let Some(bound) = args.pass_bound {
+        let _ = RWSEM_POLICY.set(async_rwsem::Policy::new().pass_bound(bound));
+    }
     let locks: Vec<LockArg> = if args.lock == LockArg::All {
         LockArg::LOCKS.to_vec()
     } else {
