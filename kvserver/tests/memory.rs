@@ -127,6 +127,9 @@ async fn the_limit_and_its_policy_are_set_and_shown_as_redis_shows_them() {
         .unwrap();
     let with = info_field(&mut c, "memory", "used_memory_dataset").await;
     assert!(with >= before + 10_000, "{before} -> {with}");
+    // `MEMORY USAGE` is the same estimate, key by key.
+    let usage: u64 = cmd(&mut c, &["MEMORY", "USAGE", "k"]).await.unwrap();
+    assert_eq!(with, before + usage);
     let _: () = cmd(&mut c, &["RPUSH", "l", "a", "b", "c"]).await.unwrap();
     let _: () = cmd(&mut c, &["DEL", "k", "l"]).await.unwrap();
     assert_eq!(

@@ -17,7 +17,7 @@ use super::{NOT_INT, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
-use crate::store::Shard;
+use crate::store::{key_cost, Shard};
 use crate::value::Value;
 
 /// Runs `DEBUG` or `MEMORY` (the dispatcher checked name and arity).
@@ -321,27 +321,6 @@ fn serialized_len(v: &Value) -> usize {
     }
 }
 
-/// An estimate of the bytes a key and its value take (`MEMORY USAGE`): the key's table entry
-/// and the value's elements with the per-element overhead of this server's containers,
-/// rounded up to the allocator's 8 bytes.
-pub(super) fn usage(key: &[u8], v: &Value) -> usize {
-    let r8 = |n: usize| n.div_ceil(8) * 8;
-    let entry = r8(key.len() + 24) + 48;
-    entry
-        + match v {
-            Value::Str(s) => r8(s.len()),
-            Value::List(l) => 32 + l.iter().map(|e| r8(e.len()) + 24).sum::<usize>(),
-            Value::Hash(h) => {
-                64 + h
-                    .iter()
-                    .map(|(k, v)| r8(k.len()) + r8(v.len()) + 56)
-                    .sum::<usize>()
-            }
-            Value::Set(s) => 48 + s.iter().map(|e| r8(e.len()) + 32).sum::<usize>(),
-            Value::ZSet(z) => 64 + z.iter().map(|(e, _)| 2 * r8(e.len()) + 72).sum::<usize>(),
-        }
-}
-
 const MEMORY_HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "DOCTOR",
@@ -377,7 +356,7 @@ async fn memory<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
                 }
             }
             let key = &args[2];
-            match shared.store.read(key, |v| v.map(|v| usage(key, v))).await {
+            match shared.store.read(key, |v| v.map(|v| key_cost(key, v))).await {
                 Some(u) => resp::integer(out, u as i64),
                 None => resp::null(out),
             }
@@ -399,20 +378,20 @@ async fn memory<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
             resp::ok(out)
         }
         b"STATS" if n == 2 => {
-            let rss = super::server::resident_bytes() as i64;
+            // The figures of `INFO memory` (the store's own estimate).
+            let m = super::server::memory_figures(shared);
             let ks = shared.store.keyspace().await;
-            let clients = shared.stats.connected.load(Ordering::Relaxed) as i64;
             let fields: [(&str, i64); 10] = [
-                ("peak.allocated", rss),
-                ("total.allocated", rss),
-                ("startup.allocated", 0),
+                ("peak.allocated", m.peak as i64),
+                ("total.allocated", m.used as i64),
+                ("startup.allocated", m.startup as i64),
                 ("replication.backlog", 0),
                 ("clients.slaves", 0),
-                ("clients.normal", clients * 20_000),
+                ("clients.normal", m.clients as i64),
                 ("aof.buffer", 0),
-                ("overhead.total", clients * 20_000),
+                ("overhead.total", (m.startup + m.clients) as i64),
                 ("keys.count", ks.keys as i64),
-                ("dataset.bytes", rss),
+                ("dataset.bytes", m.dataset as i64),
             ];
             resp::map_header(out, fields.len() + 1);
             for (k, v) in fields {
@@ -420,7 +399,14 @@ async fn memory<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
                 resp::integer(out, v);
             }
             resp::bulk(out, b"keys.bytes-per-key");
-            resp::integer(out, if ks.keys == 0 { 0 } else { rss / ks.keys as i64 });
+            resp::integer(
+                out,
+                if ks.keys == 0 {
+                    0
+                } else {
+                    m.dataset as i64 / ks.keys as i64
+                },
+            );
         }
         b"DOCTOR" | b"MALLOC-STATS" | b"PURGE" | b"STATS" | b"HELP" => wrong_sub_args(out, args),
         _ => unknown_subcommand(out, args),

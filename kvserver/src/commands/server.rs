@@ -533,15 +533,9 @@ fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
 /// shards' structures (`used_memory_startup`) and the clients' unsent replies and unparsed
 /// requests (`mem_clients_normal`, which eviction does not count: `mem_not_counted_for_evict`).
 fn memory_section<L: ShardLock<Shard>>(shared: &Shared<L>, s: &mut String) {
+    let f = memory_figures(shared);
     let m = shared.store.memory_info();
-    let clients: usize = shared
-        .clients()
-        .iter()
-        .map(|c| c.in_bytes.load(Ordering::Relaxed) + c.outbox.out_bytes.load(Ordering::Relaxed))
-        .sum();
-    let overhead = m.startup + clients;
-    let used = (overhead + m.dataset) as u64;
-    let peak = shared.store.note_peak(used);
+    let (clients, overhead, used, peak) = (f.clients, f.startup + f.clients, f.used, f.peak);
     let rss = resident_bytes();
     // SAFETY: sysconf has no preconditions.
     let system = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) }.max(0) as u64
@@ -569,6 +563,34 @@ fn memory_section<L: ShardLock<Shard>>(shared: &Shared<L>, s: &mut String) {
         m.policy.name(),
         if used == 0 { 0.0 } else { rss as f64 / used as f64 },
     );
+}
+
+/// The memory figures `INFO memory` and `MEMORY STATS` show, in bytes.
+pub(super) struct MemoryFigures {
+    /// `used_memory`: the three below.
+    pub used: u64,
+    pub peak: u64,
+    pub startup: usize,
+    pub dataset: usize,
+    /// The clients' unparsed requests and unsent replies.
+    pub clients: usize,
+}
+
+pub(super) fn memory_figures<L: ShardLock<Shard>>(shared: &Shared<L>) -> MemoryFigures {
+    let m = shared.store.memory_info();
+    let clients: usize = shared
+        .clients()
+        .iter()
+        .map(|c| c.in_bytes.load(Ordering::Relaxed) + c.outbox.out_bytes.load(Ordering::Relaxed))
+        .sum();
+    let used = (m.startup + clients + m.dataset) as u64;
+    MemoryFigures {
+        used,
+        peak: shared.store.note_peak(used),
+        startup: m.startup,
+        dataset: m.dataset,
+        clients,
+    }
 }
 
 /// A byte count as Redis' `bytesToHuman` prints it (`1.50M`).

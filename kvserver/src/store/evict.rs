@@ -325,12 +325,18 @@ pub fn value_cost(v: &Value) -> usize {
 
 /// The estimated bytes of an entry of key `key`.
 pub(super) fn entry_cost(key: &[u8], e: &Entry) -> usize {
+    key_cost(key, &e.value)
+}
+
+/// The estimated bytes of key `key` holding `v` (what `MEMORY USAGE` answers): its slot, the
+/// key unless it fits in the slot, the value.
+pub fn key_cost(key: &[u8], v: &Value) -> usize {
     let key = if key.len() > super::shard::SlotKey::INLINE {
         alloc(key.len())
     } else {
         0
     };
-    SLOT + key + value_cost(&e.value)
+    SLOT + key + value_cost(v)
 }
 
 /// The elements a change carries, at their cost (fields and members only where values are

@@ -53,7 +53,7 @@ mod txn;
 mod undo;
 mod write;
 
-pub use evict::{parse_bytes, value_cost, MemoryInfo, Policy, DEFAULT_SAMPLES, OOM};
+pub use evict::{key_cost, parse_bytes, value_cost, MemoryInfo, Policy, DEFAULT_SAMPLES, OOM};
 pub use shard::{Entry, Shard};
 
 /// Milliseconds since the unix epoch.
