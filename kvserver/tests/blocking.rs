@@ -293,6 +293,32 @@ async fn transactions_never_block_and_serve_after_exec() {
     within("stop", srv.stop()).await.unwrap();
 }
 
+/// A write that leaves the key holding another type (or nothing) wakes nobody; `SORT ...
+/// STORE` into a key wakes its waiters; a hexadecimal timeout past the range is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_key_of_the_awaited_type_wakes() {
+    let (srv, addr) = server(4).await;
+    let mut w = Raw::open(addr).await;
+    let mut a = Raw::open(addr).await;
+    a.send(&["BLPOP", "k", "0"]).await;
+    until_blocked(&mut w, 1).await;
+    w.cmd(&["MULTI"]).await;
+    w.cmd(&["LPUSH", "k", "x"]).await;
+    w.cmd(&["DEL", "k"]).await;
+    w.cmd(&["SET", "k", "str"]).await;
+    assert_eq!(w.cmd(&["EXEC"]).await, "*3\r\n:1\r\n:1\r\n+OK\r\n");
+    assert_eq!(blocked(&mut w).await, 1);
+    w.cmd(&["DEL", "k"]).await;
+    w.cmd(&["RPUSH", "src", "3", "1", "2"]).await;
+    w.cmd(&["SORT", "src", "STORE", "k"]).await;
+    assert_eq!(a.reply().await, pop_reply("k", "1"));
+    assert_eq!(
+        a.cmd(&["BLPOP", "k", "0x7FFFFFFFFFFFFF"]).await,
+        "-ERR timeout is out of range\r\n"
+    );
+    within("stop", srv.stop()).await.unwrap();
+}
+
 /// A client that disconnects while blocked leaves the queues: it is no longer counted, and a
 /// later push stays in the list.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -157,6 +157,17 @@ async fn watch_aborts_exec_on_any_change() {
                 false,
             ),
             (&["SET", "w", "1"], &[&["GET", "w"]], true),
+            // SMOVE changes the destination only when the member is new there (as Redis)
+            (
+                &["SADD", "w", "a"],
+                &[&["SADD", "src", "a"], &["SMOVE", "src", "w", "a"]],
+                true,
+            ),
+            (
+                &["SADD", "w", "a"],
+                &[&["SADD", "src", "b"], &["SMOVE", "src", "w", "b"]],
+                false,
+            ),
         ];
         for (setup, change, runs) in cases {
             r(&mut c, &["FLUSHALL"]).await;

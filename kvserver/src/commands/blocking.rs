@@ -44,9 +44,20 @@ pub(super) struct Parsed {
     op: Op,
 }
 
-/// A timeout in seconds as Redis reads it (a float; milliseconds rounded up; 0: forever).
+/// A timeout in seconds as Redis reads it (a float, or a hexadecimal integer as `strtold`
+/// reads one; milliseconds rounded up; 0: forever).
 fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, String> {
-    let Some(f) = parse_double(a) else {
+    let hex = || {
+        let s = std::str::from_utf8(a).ok()?;
+        let (neg, s) = match s.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, s.strip_prefix('+').unwrap_or(s)),
+        };
+        let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))?;
+        let v = u128::from_str_radix(digits, 16).ok()? as f64;
+        Some(if neg { -v } else { v })
+    };
+    let Some(f) = parse_double(a).or_else(hex) else {
         return Err("ERR timeout is not a float or out of range".into());
     };
     let ms = (f * 1000.0).ceil();
@@ -238,7 +249,7 @@ pub(super) async fn serve_ready<L: ShardLock<Shard>>(shared: &Arc<Shared<L>>) {
                 reg.discard(claim);
                 continue;
             }
-            match serve_one(shared, &claim).await {
+            match serve_one(shared, &claim, &key).await {
                 Some(reply) => reg.answer(claim, reply),
                 None => {
                     reg.release(claim);
@@ -249,11 +260,25 @@ pub(super) async fn serve_ready<L: ShardLock<Shard>>(shared: &Arc<Shared<L>>) {
     }
 }
 
-/// Runs a claimed waiter's command for it; `None`: it found nothing.
-async fn serve_one<L: ShardLock<Shard>>(shared: &Arc<Shared<L>>, claim: &Claim) -> Option<Reply> {
+/// Runs a claimed waiter's command for it, if the ready `key` holds the type it waits for (a
+/// key written, then deleted or replaced by another type, wakes nobody, as in Redis); `None`:
+/// it found nothing.
+async fn serve_one<L: ShardLock<Shard>>(
+    shared: &Arc<Shared<L>>,
+    claim: &Claim,
+    key: &[u8],
+) -> Option<Reply> {
     let w = &claim.waiter;
     let name = w.args[0].to_ascii_uppercase();
     let p = parse(&name, &w.args).ok()?;
+    let wants = match p.op {
+        Op::ZPop { .. } | Op::ZMPop { .. } => "zset",
+        _ => "list",
+    };
+    let holds = shared.store.read(key, |v| v.map(|v| v.type_name())).await;
+    if holds != Some(wants) {
+        return None;
+    }
     let mut out = Vec::new();
     let mut seq = 0;
     let served = resp::with_protocol(async {
@@ -262,6 +287,23 @@ async fn serve_one<L: ShardLock<Shard>>(shared: &Arc<Shared<L>>, claim: &Claim) 
     })
     .await;
     served.then_some(Reply { out, seq })
+}
+
+/// The keys a write command may make ready: its keys, and for `SORT ... STORE` the
+/// destination.
+pub(super) fn written_keys(spec: &super::Spec, args: &Args) -> Vec<Vec<u8>> {
+    if spec.name == "sort" {
+        let at = args
+            .iter()
+            .position(|a| a.eq_ignore_ascii_case(b"STORE"))
+            .filter(|&i| i > 1);
+        return at
+            .and_then(|i| args.get(i + 1))
+            .into_iter()
+            .cloned()
+            .collect();
+    }
+    super::tx::keys_of(spec, args).map(<[u8]>::to_vec).collect()
 }
 
 /// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: whether client `id` was blocked (it gets the timeout

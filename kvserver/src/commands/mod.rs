@@ -190,9 +190,9 @@ async fn dispatch<L: ShardLock<Shard>>(
         *seq = READ;
     }
     // SORT writes only its STORE destination, which it touches itself; a blocking command
-    // flags the watchers of what it changes itself, when it changes it.
+    // and SMOVE flag the watchers of what they change themselves, when they change it.
     if spec.write && spec.module != Module::Sort {
-        if shared.watches.any() && !spec.blocking {
+        if shared.watches.any() && !spec.blocking && spec.name != "smove" {
             tx::touch(shared, spec, args).await;
         }
         match name {
@@ -218,8 +218,8 @@ async fn dispatch<L: ShardLock<Shard>>(
     } else {
         // The keys a write may make ready for blocked clients (taken before the command,
         // which may consume its arguments).
-        let wakes: Option<Vec<Vec<u8>>> = (spec.write && shared.blocking.any())
-            .then(|| tx::keys_of(spec, args).map(<[u8]>::to_vec).collect());
+        let wakes =
+            (spec.write && shared.blocking.any()).then(|| blocking::written_keys(spec, args));
         let flow = if notify != 0 && spec.write {
             hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
         } else {

@@ -181,7 +181,7 @@ async fn sintercard<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &
     }
 }
 
-/// `SMOVE source destination member`
+/// `SMOVE source destination member` (it flags the watchers of the keys it changes itself)
 async fn smove<L: ShardLock<Shard>>(
     shared: &Shared<L>,
     args: &Args,
@@ -201,7 +201,14 @@ async fn smove<L: ShardLock<Shard>>(
             let Some(has) = has else {
                 return Ok(0);
             };
-            st.read(dst, |v| v.map(Value::set).transpose().map(|_| ()))
+            let in_dst = st
+                .read(dst, |v| {
+                    Ok::<_, String>(
+                        v.map(Value::set)
+                            .transpose()?
+                            .is_some_and(|s| s.contains(member)),
+                    )
+                })
                 .await?;
             if src == dst || !has {
                 return Ok(has as i64);
@@ -211,10 +218,19 @@ async fn smove<L: ShardLock<Shard>>(
                 Ok((Some(Mutation::SRem(vec![member.clone()])), ()))
             })
             .await?;
-            st.mutate(dst, &mut inner, |_| {
-                Ok((Some(Mutation::SAdd(vec![member.clone()])), ()))
-            })
-            .await?;
+            // As Redis: a destination that has the member already is not changed (nor its
+            // watchers flagged).
+            let mut changed: Vec<&[u8]> = vec![src];
+            if !in_dst {
+                st.mutate(dst, &mut inner, |_| {
+                    Ok((Some(Mutation::SAdd(vec![member.clone()])), ()))
+                })
+                .await?;
+                changed.push(dst);
+            }
+            if shared.watches.any() {
+                shared.watches.touch(changed.into_iter());
+            }
             Ok(1)
         })
         .await;
