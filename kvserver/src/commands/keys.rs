@@ -278,10 +278,12 @@ pub(super) fn encoding(v: &Value, setting: impl Fn(&str) -> i64) -> &'static str
         Value::List(l) => {
             let bytes: usize = l.iter().map(|e| e.len() + 11).sum();
             let max = setting("list-max-listpack-size");
+            // As Redis' quicklist limits: a count (0 taken as 1; at most 8 KiB still), or
+            // -1..-5 for 4, 8, 16, 32, 64 KiB (below -5 as -5).
             let fits = if max >= 0 {
-                l.len() as i64 <= max
+                l.len() as i64 <= max.max(1) && bytes <= 8192
             } else {
-                bytes <= 4096 << (-max).clamp(1, 5)
+                bytes <= 4096 << ((-max).min(5) - 1)
             };
             if fits {
                 "listpack"
