@@ -58,18 +58,18 @@
 //!
 //! # What it costs
 //!
-//! Measured on a 2-core AMD EPYC VM shared with other sessions (load average 8 to 9:
-//! noisy), release, `bench/src/bin/observe_cost.rs`, medians of 3 interleaved runs
-//! (`BUILDS="none stats lock_stat" scripts/observe-cost.sh 3 1`; `stats`: the event
+//! Measured on a 2-core AMD EPYC VM shared with other sessions (load average 11 to 12:
+//! noisy), release, `bench/src/bin/observe_cost.rs`, medians of 7 interleaved runs
+//! (`BUILDS="none stats lock_stat" scripts/observe-cost.sh 7 1`; `stats`: the event
 //! counters alone, which `lock_stat` builds on):
 //!
 //! | | `read().await` + drop | `write().await` + drop | 8 tasks, one lock, tiny sections, 2 workers | a lock per task, 2 workers / 1 |
 //! |---|---|---|---|---|
-//! | without observers | 45.7 ns | 34.3 ns | 4.04 M acquires/s | x0.97 |
-//! | `stats` | 74.1 ns (1.62x) | 51.3 ns (1.50x) | 3.45 M acquires/s (0.85x) | x1.00 |
-//! | `lock_stat` | 95.5 ns (2.09x) | 98.4 ns (2.87x) | 3.72 M acquires/s (0.92x) | x0.95 |
+//! | without observers | 29.5 ns | 31.9 ns | 4.08 M acquires/s | x1.01 |
+//! | `stats` | 58.4 ns (1.98x) | 44.6 ns (1.40x) | 3.64 M acquires/s (0.89x) | x1.03 |
+//! | `lock_stat` | 88.1 ns (2.99x) | 91.1 ns (2.86x) | 3.04 M acquires/s (0.75x) | x1.08 |
 //!
-//! (Before the blocks per thread, the same run gave 3.38x, 8.14x and 0.49x.)
+//! (Before the blocks per thread, 3 such runs gave 3.38x, 8.14x and 0.49x.)
 //!
 //! - Time: an uncontended read, the thread-local cache, one add and a countdown at the
 //!   acquire, nothing at the release; a write or upgradable read, that, two loads of the
