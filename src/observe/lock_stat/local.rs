@@ -321,4 +321,9 @@ impl Blocks {
             .unwrap_or_else(PoisonError::into_inner)
             .len()
     }
+
+    /// Has the shared block been made (a thread without its thread-local recorded)?
+    pub(super) fn has_shared(&self) -> bool {
+        self.shared.get().is_some()
+    }
 }
