@@ -434,3 +434,39 @@ async fn evictions_are_told_as_keyspace_notifications() {
     drop(c);
     within("stop", srv.stop()).await.unwrap();
 }
+
+/// `CONFIG SET` of the policy inside a transaction (whose `EXEC` holds every shard) and beside
+/// evictions in other connections: it takes effect, and nothing waits on anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_set_inside_a_transaction_takes_effect() {
+    let srv = start(config(LockKind::Rwsem, None, Fsync::No)).await;
+    let mut c = connect(srv.addr).await;
+    let _: () = cmd(&mut c, &["SET", "k", "v"]).await.unwrap();
+    let _: () = cmd(&mut c, &["MULTI"]).await.unwrap();
+    let _: String = cmd(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+    )
+    .await
+    .unwrap();
+    let _: String = cmd(&mut c, &["GET", "k"]).await.unwrap();
+    let r: Vec<String> = cmd(&mut c, &["EXEC"]).await.unwrap();
+    assert_eq!(r, ["OK", "v"]);
+    let freq: i64 = cmd(&mut c, &["OBJECT", "FREQ", "k"]).await.unwrap();
+    assert!(freq >= 1, "{freq}");
+    // Policy changes in transactions while another connection evicts.
+    let mut other = connect(srv.addr).await;
+    let filler = tokio::spawn(async move {
+        fill_past_the_limit(&mut other, "allkeys-lru", "f").await;
+    });
+    for policy in ["allkeys-lfu", "allkeys-lru", "allkeys-random"].repeat(10) {
+        let _: () = cmd(&mut c, &["MULTI"]).await.unwrap();
+        let _: String = cmd(&mut c, &["CONFIG", "SET", "maxmemory-policy", policy])
+            .await
+            .unwrap();
+        let _: Vec<String> = cmd(&mut c, &["EXEC"]).await.unwrap();
+    }
+    within("the filler", filler).await.unwrap();
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+}

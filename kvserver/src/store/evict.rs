@@ -166,10 +166,17 @@ struct Candidate {
     key: Vec<u8>,
 }
 
+/// The candidates, ranked under the policy `policy` (an index of [`Policy::ALL`]).
+#[derive(Default)]
+struct Pool {
+    policy: u8,
+    candidates: Vec<Candidate>,
+}
+
 /// The pool (kept across calls, as Redis keeps it) and what the evictions did.
 #[derive(Default)]
 pub(super) struct Evictor {
-    pool: tokio::sync::Mutex<Vec<Candidate>>,
+    pool: tokio::sync::Mutex<Pool>,
     pub(super) evicted: AtomicU64,
     /// The most `used_memory` seen (by `INFO` and the sweep).
     peak: AtomicU64,
@@ -472,14 +479,15 @@ impl<L: ShardLock<Shard>> Store<L> {
     }
 
     /// Sets the policy; the shards switch their access data between LRU and LFU (as in
-    /// Redis, the old data reads as the other kind until keys are accessed again).
+    /// Redis, the old data reads as the other kind until keys are accessed again), and the
+    /// pool, ranked under the old policy, is emptied by the next eviction. Inside `EXEC` the
+    /// shards are the ones it holds.
     pub async fn set_policy(&self, p: Policy) {
         let i = Policy::ALL.iter().position(|&q| q == p).expect("a policy") as u8;
         self.limits.policy.store(i, Ordering::Relaxed);
-        for s in self.locks.iter() {
-            s.write().await.lfu = p.lfu();
+        for s in 0..self.locks.len() {
+            self.wlock(s).await.lfu = p.lfu();
         }
-        self.evictor.pool.lock().await.clear();
     }
 
     /// `OBJECT IDLETIME` (under an LRU policy) or `OBJECT FREQ` (under an LFU one) of a live
@@ -517,11 +525,19 @@ impl<L: ShardLock<Shard>> Store<L> {
             return false;
         }
         let mut pool = self.evictor.pool.lock().await;
+        let index = Policy::ALL
+            .iter()
+            .position(|&q| q == policy)
+            .expect("a policy") as u8;
+        if pool.policy != index {
+            pool.candidates.clear();
+            pool.policy = index;
+        }
         for _ in 0..MAX_PER_CALL {
             if self.used_memory() as u64 <= max {
                 return true;
             }
-            let Some((shard, key)) = self.pick(policy, &mut pool).await else {
+            let Some((shard, key)) = self.pick(policy, &mut pool.candidates).await else {
                 return false;
             };
             let mut seq = 0;
