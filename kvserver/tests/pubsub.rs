@@ -411,6 +411,30 @@ const SCRIPT: &[Step] = &[
     ),
     Step(1, &["PSETEX", "soon", "1", "x"], 1, true),
     Step(0, &[], 6, true),
+    // An eviction right when the limit is lowered, without another command.
+    Step(
+        1,
+        &["CONFIG", "SET", "notify-keyspace-events", "Ee"],
+        1,
+        true,
+    ),
+    Step(1, &["FLUSHALL"], 1, true),
+    Step(1, &["SET", "big", "v"], 1, true),
+    Step(
+        1,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+        1,
+        true,
+    ),
+    Step(1, &["CONFIG", "SET", "maxmemory", "1"], 1, true),
+    Step(0, &[], 1, true),
+    Step(1, &["CONFIG", "SET", "maxmemory", "0"], 1, true),
+    Step(
+        1,
+        &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+        1,
+        true,
+    ),
     Step(1, &["CONFIG", "SET", "notify-keyspace-events", ""], 1, true),
 ];
 

@@ -233,6 +233,11 @@ async fn dispatch<L: ShardLock<Shard>>(
     if let Some(line) = line {
         shared.pubsub.feed_monitors(&line);
     }
+    // As Redis' eviction after `CONFIG SET maxmemory`: what is over a lowered limit goes now
+    // (and its `evicted` notifications with it), not at the next command.
+    if name == b"CONFIG" && shared.store.maxmemory() != 0 {
+        evict(shared).await;
+    }
     flow
 }
 
