@@ -264,6 +264,31 @@ async fn object<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
     }
 }
 
+/// The bytes an element takes in a listpack, as Redis encodes it: an integer in 1 to 9
+/// bytes, a string after a 1, 2 or 5-byte header; then the entry's length backwards in 1 to 5
+/// bytes.
+fn listpack_entry_size(e: &[u8]) -> usize {
+    let body = match parse_int(e).filter(|_| e.len() <= 20) {
+        Some(v) if (0..=127).contains(&v) => 1,
+        Some(v) if (-4096..4096).contains(&v) => 2,
+        Some(v) if i16::try_from(v).is_ok() => 3,
+        Some(v) if (-(1 << 23)..1 << 23).contains(&v) => 4,
+        Some(v) if i32::try_from(v).is_ok() => 5,
+        Some(_) => 9,
+        None if e.len() < 64 => 1 + e.len(),
+        None if e.len() < 4096 => 2 + e.len(),
+        None => 5 + e.len(),
+    };
+    let back = match body {
+        0..=127 => 1,
+        128..=16383 => 2,
+        16384..=2097151 => 3,
+        2097152..=268435455 => 4,
+        _ => 5,
+    };
+    body + back
+}
+
 /// The encoding Redis 7.0 would give `v` as it is now; `setting` reads a threshold.
 pub(super) fn encoding(v: &Value, setting: impl Fn(&str) -> i64) -> &'static str {
     let small = |n: usize, longest: usize, kind: &str| {
@@ -276,7 +301,7 @@ pub(super) fn encoding(v: &Value, setting: impl Fn(&str) -> i64) -> &'static str
         Value::Str(_) => "raw",
         // Redis 7.2 and later (the test suite's): small lists and sets are listpacks.
         Value::List(l) => {
-            let bytes: usize = l.iter().map(|e| e.len() + 11).sum();
+            let bytes: usize = 7 + l.iter().map(|e| listpack_entry_size(e)).sum::<usize>();
             let max = setting("list-max-listpack-size");
             // As Redis' quicklist limits: a count (0 taken as 1; at most 8 KiB still), or
             // -1..-5 for 4, 8, 16, 32, 64 KiB (below -5 as -5).
