@@ -695,6 +695,15 @@ async fn debug_and_memory_describe_the_data() {
     c.call(&["SREM", "s", "z"]).await;
     assert_eq!(c.call(&["DEBUG", "DIGEST"]).await, d1);
     assert_eq!(c.call(&["DEBUG", "DIGEST-VALUE", "l", "s"]).await, v1);
+    // A copy's value digests as the original's (the key's name is not in it).
+    c.call(&["COPY", "s", "s2"]).await;
+    let (s1, s2) = (
+        c.call(&["DEBUG", "DIGEST-VALUE", "s"]).await,
+        c.call(&["DEBUG", "DIGEST-VALUE", "s2"]).await,
+    );
+    assert_eq!(s1, s2);
+    assert_ne!(s1, c.call(&["DEBUG", "DIGEST-VALUE", "l"]).await);
+    c.call(&["DEL", "s2"]).await;
     let obj = c.call(&["DEBUG", "OBJECT", "l"]).await;
     assert!(
         obj.starts_with("+Value at:") && obj.contains("encoding:listpack"),

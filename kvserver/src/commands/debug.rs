@@ -97,7 +97,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"DIGEST" if n == 2 => {
             let mut digest = [0u8; 20];
             for key in shared.store.keys(b"*").await {
-                if let Some(d) = key_digest(shared, &key).await {
+                if let Some(d) = key_digest(shared, &key, true).await {
                     digest.iter_mut().zip(d).for_each(|(a, b)| *a ^= b);
                 }
             }
@@ -106,7 +106,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"DIGEST-VALUE" => {
             resp::array_header(out, n - 2);
             for key in &args[2..] {
-                let d = key_digest(shared, key).await.unwrap_or([0; 20]);
+                let d = key_digest(shared, key, false).await.unwrap_or([0; 20]);
                 resp::simple(out, &hex(&d));
             }
         }
@@ -260,17 +260,24 @@ impl Digest {
     }
 }
 
-/// `DEBUG DIGEST-VALUE`'s digest of one key (`None`: absent): its type, its elements in a
-/// canonical order (set members and hash fields sorted, sorted-set members with their
-/// scores) and whether it has a deadline, as Redis' digest covers.
-async fn key_digest<L: ShardLock<Shard>>(shared: &Shared<L>, key: &[u8]) -> Option<[u8; 20]> {
+/// The digest of one key (`None`: absent): its type, its elements in a canonical order (set
+/// members and hash fields sorted, sorted-set members with their scores) and whether it has
+/// a deadline, as Redis' digest covers; `with_key`: its name too (`DEBUG DIGEST`; `DIGEST-VALUE`
+/// leaves it out, so that a `COPY` digests alike).
+async fn key_digest<L: ShardLock<Shard>>(
+    shared: &Shared<L>,
+    key: &[u8],
+    with_key: bool,
+) -> Option<[u8; 20]> {
     let expires = shared.store.expire_at(key).await.is_some();
     shared
         .store
         .read(key, |v| {
             let v = v?;
             let mut d = Digest([0; 20]);
-            d.mix(key);
+            if with_key {
+                d.mix(key);
+            }
             d.mix(v.type_name().as_bytes());
             match v {
                 Value::Str(s) => d.mix(s),
