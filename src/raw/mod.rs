@@ -240,6 +240,7 @@ impl RawRwLock {
 
     /// Does the policy keep a strict order (`Policy::fifo`)? One load of the stored
     /// policy, for the typed layer (tokio's budget is charged at every acquire then).
+    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn policy_strict_order(&self) -> bool {
         self.policy.strict_order()
