@@ -7,15 +7,25 @@
 //!   is the range from `]` to `a`, and the class goes on after it); a `]` right after `[` (or
 //!   `[^`) closes an empty class; a class that never closes takes the rest of the pattern;
 //! - an empty text matches only the empty pattern (callers treat a lone `*` as "everything").
+//! - a pattern with more than 1000 runs of `*` followed by more pattern matches nothing, as
+//!   Redis' recursive matcher gives up at that depth.
 //!
 //! Matching is iterative with a single backtrack point for the last `*` (every other token
 //! matches exactly one byte, so this is exact), so a hostile pattern such as `*a*a*a*a*b`
 //! cannot take exponential time (it is O(pattern × text) at worst).
 
+/// Redis' matcher recurses once per `*` that more pattern follows and gives up (no match)
+/// deeper than this.
+const MAX_NESTING: usize = 1000;
+
 /// Whether `text` matches the glob `pattern`.
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
     if text.is_empty() {
         return pattern.is_empty();
+    }
+    if star_groups(pattern) > MAX_NESTING {
+        // Every match passes each of them: Redis finds none.
+        return false;
     }
     let (mut p, mut t) = (0usize, 0usize);
     // Where to resume after the last '*': (pattern index after the star, text index).
@@ -57,6 +67,29 @@ pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
+/// The runs of `*` that some other pattern byte follows (a lone trailing run ends the match
+/// at once in Redis, without recursing). Counted roughly as Redis scans: a `*` escaped by `\\`
+/// or inside a class is not one.
+fn star_groups(pattern: &[u8]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < pattern.len() {
+        match pattern[i] {
+            b'\\' => i += 2,
+            b'[' => i = class(pattern, i, 0).1,
+            b'*' => {
+                while i < pattern.len() && pattern[i] == b'*' {
+                    i += 1;
+                }
+                if i < pattern.len() {
+                    n += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    n
+}
+
 /// Matches byte `c` against the class starting at `pattern[p] == b'['`, read as Redis reads
 /// it; returns whether it matched and the index after the class.
 fn class(pattern: &[u8], p: usize, c: u8) -> (bool, usize) {
@@ -95,6 +128,20 @@ fn class(pattern: &[u8], p: usize, c: u8) -> (bool, usize) {
 #[cfg(test)]
 mod tests {
     use super::matches;
+
+    #[test]
+    fn past_redis_nesting_limit_nothing_matches() {
+        let text = vec![b'a'; 3000];
+        let deep = b"*?".repeat(1001);
+        assert!(!matches(&deep, &text));
+        // 1000 groups are within the limit; a trailing star is no group.
+        let within = [b"*?".repeat(1000), b"*".to_vec()].concat();
+        assert!(matches(&within, &text));
+        // Escaped stars and stars in a class are not groups.
+        let escaped = [b"\\*".repeat(1001), b"x".to_vec()].concat();
+        let star_text = [b"*".repeat(1001), b"x".to_vec()].concat();
+        assert!(matches(&escaped, &star_text));
+    }
 
     #[test]
     fn basics() {
