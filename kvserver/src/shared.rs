@@ -105,6 +105,24 @@ impl Stats {
         }
     }
 
+    /// `CONFIG RESETSTAT`: the counters of `INFO stats` and `INFO commandstats` back to 0
+    /// (the connected clients stay counted).
+    pub fn reset(&self) {
+        for c in [
+            &self.total_connections,
+            &self.rejected_connections,
+            &self.output_limit_disconnections,
+            &self.commands,
+            &self.protocol_errors,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        for (calls, rejected) in self.per_command.iter() {
+            calls.store(0, Ordering::Relaxed);
+            rejected.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Counts a call of command `index` (`rejected`: refused before it ran, as a wrong arity).
     pub fn count_command(&self, index: usize, rejected: bool) {
         if let Some(c) = self.per_command.get(index) {

@@ -727,6 +727,15 @@ async fn debug_and_memory_describe_the_data() {
     })
     .await;
     let _ = &mut d;
+    // CONFIG RESETSTAT zeroes the command statistics.
+    c.call(&["GET", "nokey"]).await;
+    assert!(c
+        .call(&["INFO", "commandstats"])
+        .await
+        .contains("cmdstat_get:calls=1,"));
+    assert_eq!(c.call(&["CONFIG", "RESETSTAT"]).await, "+OK\r\n");
+    let after = c.call(&["INFO", "commandstats"]).await;
+    assert!(!after.contains("cmdstat_get:"), "{after}");
     let stats = c.call(&["MEMORY", "STATS"]).await;
     assert!(stats.contains("keys.count"), "{stats}");
     srv.stop().await.unwrap();

@@ -79,7 +79,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
 
 /// `CONFIG GET pattern...` and `CONFIG SET name value...`: the settings of [`Settings`] can be
 /// changed; the others (the flags the server was started with) only set to the value they
-/// have. `RESETSTAT` and `REWRITE` are refused.
+/// have. `RESETSTAT` zeroes the statistics; `REWRITE` is refused.
 async fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut Vec<u8>) {
     let sub = args[1].to_ascii_uppercase();
     let table = config_table(shared);
@@ -176,9 +176,14 @@ async fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
             resp::ok(out)
         }
         b"GET" | b"SET" => wrong_sub_args(out, args),
-        b"RESETSTAT" | b"REWRITE" => resp::error(
+        b"RESETSTAT" if args.len() == 2 => {
+            shared.stats.reset();
+            resp::ok(out)
+        }
+        b"RESETSTAT" => wrong_sub_args(out, args),
+        b"REWRITE" => resp::error(
             out,
-            "ERR only CONFIG GET and CONFIG SET are supported by this server",
+            "ERR only CONFIG GET, CONFIG SET and CONFIG RESETSTAT are supported by this server",
         ),
         _ => unknown_subcommand(out, args),
     }
