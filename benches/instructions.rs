@@ -9,7 +9,8 @@
 //!
 //! Each op is run `INSTRUCTIONS_N` times; the per-operation count is the difference between
 //! a run of 2N and a run of N, divided by N (the start-up cancels out).
-//! `scripts/instructions.sh` does exactly that for every op and prints a table. Without
+//! `scripts/instructions.sh` does exactly that for every op and prints a table. The
+//! `*-queued-*` ops count the queue path instead: acquires that queue and are granted. Without
 //! the variables (as `cargo bench` runs it) each op runs once, as a smoke test.
 
 use std::future::Future;
@@ -37,7 +38,78 @@ const OPS: &[&str] = &[
     "async-lock-write",
     "parking_lot-read",
     "parking_lot-write",
+    "rwsem-queued-rw",
+    "rwsem-fifo-queued-rw",
+    "tokio-queued-rw",
+    "rwsem-queued-ww",
+    "rwsem-fifo-queued-ww",
+    "tokio-queued-ww",
 ];
+
+/// Polls `fut` once and expects it to be pending (it queued).
+#[inline(always)]
+fn pending<F: std::future::Future>(fut: std::pin::Pin<&mut F>) {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(fut.poll(&mut cx).is_pending(), "a contended acquire was ready");
+}
+
+/// Polls `fut` once and expects it to be ready (it was granted the lock).
+#[inline(always)]
+fn ready<F: std::future::Future>(fut: std::pin::Pin<&mut F>) -> F::Output {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    match fut.poll(&mut cx) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("a granted acquire was pending"),
+    }
+}
+
+/// The queue path, one handoff at a time: a writer holds the lock, a reader queues, the
+/// writer's release grants it; a writer queues behind that reader, whose release grants
+/// it. Two acquires per iteration, each queued and granted (the regime of the 40+40
+/// shapes, where every acquire sleeps), without the spins (a spin's length is time, not
+/// instructions). The locks hold a `u32` where the uncontended ops' hold a `u64`, so
+/// that the typed layer's code for these is a copy of its own and the uncontended ops are
+/// compiled (inlined) as they were without these.
+macro_rules! queued_rw {
+    ($lock:expr, $n:expr) => {{
+        let lock = $lock;
+        let mut held = Some(now(lock.write()));
+        repeat($n, || {
+            let mut r = pin!(lock.read());
+            pending(r.as_mut());
+            drop(held.take());
+            let g = ready(r.as_mut());
+            let mut w = pin!(lock.write());
+            pending(w.as_mut());
+            drop(g);
+            held = Some(ready(w.as_mut()));
+            1
+        })
+    }};
+}
+
+/// As [`queued_rw`], writers only: each release hands the lock to the one queued writer.
+macro_rules! queued_ww {
+    ($lock:expr, $n:expr) => {{
+        let lock = $lock;
+        let mut held = Some(now(lock.write()));
+        repeat($n, || {
+            let mut w = pin!(lock.write());
+            pending(w.as_mut());
+            drop(held.take());
+            held = Some(ready(w.as_mut()));
+            1
+        })
+    }};
+}
+
+/// The default policy without its spins and yields (see [`queued_rw`]).
+fn no_spin(policy: async_rwsem::Policy) -> async_rwsem::Policy {
+    policy
+        .writer_spin(std::time::Duration::ZERO)
+        .reader_spin(std::time::Duration::ZERO)
+        .writer_yields(0)
+}
 
 /// Runs `f` `n` times; the loop is monomorphised per op, so that only the op is counted.
 #[inline(never)]
@@ -64,6 +136,24 @@ fn run(op: &str, n: u64) -> u64 {
         "async-lock-write" => repeat(n, || *now(black_box(&alock).write())),
         "parking_lot-read" => repeat(n, || *black_box(&pl).read()),
         "parking_lot-write" => repeat(n, || *black_box(&pl).write()),
+        "rwsem-queued-rw" => queued_rw!(
+            async_rwsem::RwLock::with_policy(1u32, no_spin(async_rwsem::Policy::new())),
+            n
+        ),
+        "rwsem-fifo-queued-rw" => queued_rw!(
+            async_rwsem::RwLock::with_policy(1u32, no_spin(async_rwsem::Policy::fifo())),
+            n
+        ),
+        "tokio-queued-rw" => queued_rw!(tokio::sync::RwLock::new(1u32), n),
+        "rwsem-queued-ww" => queued_ww!(
+            async_rwsem::RwLock::with_policy(1u32, no_spin(async_rwsem::Policy::new())),
+            n
+        ),
+        "rwsem-fifo-queued-ww" => queued_ww!(
+            async_rwsem::RwLock::with_policy(1u32, no_spin(async_rwsem::Policy::fifo())),
+            n
+        ),
+        "tokio-queued-ww" => queued_ww!(tokio::sync::RwLock::new(1u32), n),
         other => panic!("unknown op {other:?}; one of {OPS:?}"),
     }
 }

@@ -19,10 +19,14 @@ count() {
   INSTRUCTIONS_OP=$1 INSTRUCTIONS_N=$2 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
     "$bin" 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
-printf '%-20s %s\n' op "instructions per lock+unlock"
-for op in rwsem-read rwsem-write rwsem-try-read tokio-read tokio-write async-lock-read \
-  async-lock-write parking_lot-read parking_lot-write; do
+printf '%-22s %s\n' op "instructions per iteration (uncontended: a lock+unlock; queued: see benches/instructions.rs)"
+# The uncontended ops, then the queue path (`*-queued-*`: two acquires per iteration that
+# queue and are granted; see benches/instructions.rs): OPS="..." for a subset.
+ops=${OPS:-"rwsem-read rwsem-write rwsem-try-read tokio-read tokio-write async-lock-read
+  async-lock-write parking_lot-read parking_lot-write rwsem-queued-rw rwsem-fifo-queued-rw
+  tokio-queued-rw rwsem-queued-ww rwsem-fifo-queued-ww tokio-queued-ww"}
+for op in $ops; do
   a=$(count "$op" "$n")
   b=$(count "$op" $((2 * n)))
-  python3 -c "print(f'{\"$op\":<20} {($b - $a) / $n:.1f}')"
+  python3 -c "print(f'{\"$op\":<22} {($b - $a) / $n:.1f}')"
 done
