@@ -50,7 +50,10 @@ const OPS: &[&str] = &[
 #[inline(always)]
 fn pending<F: std::future::Future>(fut: std::pin::Pin<&mut F>) {
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-    assert!(fut.poll(&mut cx).is_pending(), "a contended acquire was ready");
+    assert!(
+        fut.poll(&mut cx).is_pending(),
+        "a contended acquire was ready"
+    );
 }
 
 /// Polls `fut` once and expects it to be ready (it was granted the lock).
