@@ -98,11 +98,14 @@ pub(crate) struct WaiterInner {
     next: Option<NonNull<Waiter>>,
     /// The task to wake; taken out by a waker.
     pub(crate) waker: Option<Waker>,
-    /// When a writer node was queued (for the handoff timeout), recorded by its owner
-    /// before it takes the wait lock, so that no clock is read under it. Read on the
-    /// lock's [`Clock`](crate::loom::Clock) (logical in the loom models). Readers need no
-    /// time: a reader head is granted at every wake-up.
-    pub(crate) queued_at: Option<Instant>,
+    /// When a writer node is due the handoff: its queue time plus the policy's handoff
+    /// timeout, recorded by its owner before it takes the wait lock, so that no clock is
+    /// read under it, and so that "is the head due?" is one reading of the clock and a
+    /// comparison. On the lock's [`Clock`](crate::loom::Clock) (logical in the loom
+    /// models). `None` where the policy's timeout needs no time (zero: due at once;
+    /// `Duration::MAX`: never), and for readers: a reader head is granted at every
+    /// wake-up.
+    pub(crate) due: Option<Instant>,
     /// A waker woke this (writer) node to compete for a free lock. If it then finds the
     /// lock taken, it lost a race, and asks for the handoff at once.
     pub(crate) woken: bool,
@@ -150,7 +153,7 @@ impl Waiter {
                 prev: None,
                 next: None,
                 waker: None,
-                queued_at: None,
+                due: None,
                 woken: false,
                 handoff_of_next: false,
                 #[cfg(feature = "lock_stat")]

@@ -454,10 +454,9 @@ impl RawRwLock {
         if self.policy.handoff_always() {
             return true;
         }
-        let timeout = self.policy.handoff_timeout();
         // SAFETY: caller's contract.
-        let queued_at = unsafe { node.as_ref().with_inner(|inner| inner.queued_at) };
-        let due = queued_at.is_some_and(|t| self.clock.elapsed(t) >= timeout);
+        let deadline = unsafe { node.as_ref().with_inner(|inner| inner.due) };
+        let due = deadline.is_some_and(|deadline| self.clock.reached(deadline));
         #[cfg(all(test, async_rwsem_loom))]
         if due {
             self.clock.note_due();

@@ -97,7 +97,7 @@ fn enqueue_records_the_waker() {
     unsafe { list.enqueue(ptr(&a), waker, false) };
     // SAFETY: linked, and the test owns the list.
     let (has_waker, has_time) =
-        unsafe { a.with_inner(|inner| (inner.waker.is_some(), inner.queued_at.is_some())) };
+        unsafe { a.with_inner(|inner| (inner.waker.is_some(), inner.due.is_some())) };
     assert!(
         has_waker && !has_time,
         "the time is the writer's to record, before the lock"
