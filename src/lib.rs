@@ -162,7 +162,7 @@
 //! tasks spin briefly for a lock whose owner is running, for a budget each lock learns;
 //! a timed handoff to the head of the queue bounds the unfairness. A release wakes a
 //! queued writer alone, or grants every queued reader (up to 256) at once. Dropping an
-//! acquire is safe in every state. A lock is 48 bytes on 64-bit targets, as tokio's.
+//! acquire is safe in every state. A lock is 64 bytes on 64-bit targets, one cache line.
 //! [`design`] has the algorithm, when not to use this lock, and a map of the source.
 
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -88,6 +88,82 @@ fn push_front_jumps_the_queue_and_the_tail_is_kept() {
     assert!(order(&list).is_empty());
 }
 
+fn node_of(kind: WaiterKind) -> Pin<Box<Waiter>> {
+    Box::pin(Waiter::new(kind))
+}
+
+/// The readers' ring from its first node, following `rnext`.
+fn readers(list: &WaitList) -> Vec<NonNull<Waiter>> {
+    let mut out = Vec::new();
+    let mut cursor = list.first_reader();
+    while let Some(node) = cursor {
+        out.push(node);
+        // SAFETY: the test's reader nodes are alive and linked; the test owns the list.
+        cursor = unsafe { list.next_reader(node) };
+    }
+    out
+}
+
+#[test]
+fn the_readers_ring_keeps_the_readers_in_list_order_and_the_writers_are_counted() {
+    use WaiterKind::*;
+    let (w1, r1, w2, u1, r2, up) = (
+        node_of(Write),
+        node_of(Read),
+        node_of(Write),
+        node_of(UpgradableRead),
+        node_of(Read),
+        node_of(Upgrade),
+    );
+    let mut list = WaitList::new();
+    assert!(!list.has_writer() && list.first_reader().is_none());
+    // SAFETY: pinned idle nodes that outlive their time in the list.
+    unsafe {
+        for n in [&w1, &r1, &w2, &u1, &r2] {
+            list.link(ptr(n), false);
+        }
+        // An upgrade jumps the queue.
+        list.link(ptr(&up), true);
+    }
+    list.check_rings();
+    assert_eq!(
+        order(&list),
+        [ptr(&up), ptr(&w1), ptr(&r1), ptr(&w2), ptr(&u1), ptr(&r2)]
+    );
+    assert_eq!(readers(&list), [ptr(&r1), ptr(&u1), ptr(&r2)]);
+    assert_eq!(list.writers, 3);
+    // Out of the middle of both rings, then the first reader, then the writers.
+    // SAFETY: linked nodes of this list.
+    unsafe { list.remove(ptr(&u1)) };
+    list.check_rings();
+    assert_eq!(readers(&list), [ptr(&r1), ptr(&r2)]);
+    // SAFETY: as above.
+    unsafe { list.remove(ptr(&r1)) };
+    list.check_rings();
+    assert_eq!(readers(&list), [ptr(&r2)]);
+    // SAFETY: as above.
+    unsafe {
+        list.remove(ptr(&up));
+        list.remove(ptr(&w1));
+        list.remove(ptr(&w2));
+    }
+    list.check_rings();
+    assert!(!list.has_writer());
+    assert_eq!(order(&list), [ptr(&r2)]);
+    // A reader linked at the head is the first reader.
+    // SAFETY: `r1` is unlinked and alive.
+    unsafe { list.link(ptr(&r1), true) };
+    list.check_rings();
+    assert_eq!(readers(&list), [ptr(&r1), ptr(&r2)]);
+    // SAFETY: linked nodes of this list.
+    unsafe {
+        list.remove(ptr(&r2));
+        list.remove(ptr(&r1));
+    }
+    list.check_rings();
+    assert!(list.is_empty() && list.first_reader().is_none() && !list.has_writer());
+}
+
 #[test]
 fn enqueue_records_the_waker() {
     let a = node();
