@@ -359,6 +359,7 @@ impl WaitList {
     /// # Safety
     ///
     /// As for [`link`](Self::link).
+    #[inline]
     pub(crate) unsafe fn enqueue(&mut self, node: NonNull<Waiter>, waker: Waker, at_head: bool) {
         // SAFETY: the node is alive, idle and ours under the wait lock (caller's contract).
         unsafe {
@@ -600,6 +601,15 @@ impl WakeList {
 
     #[inline(never)]
     fn wake_collected(&mut self) {
+        if self.len == 1 && !std::thread::panicking() {
+            // One task (a writer woken or granted, one reader): no other wake-up for a
+            // panic of its waker to hold back, so no catch (but during an unwind, where a
+            // second panic would abort: below).
+            self.len = 0;
+            // SAFETY: slot 0 is initialised, and `len` is 0 now: it is read exactly once.
+            unsafe { self.wakers[0].assume_init_read() }.wake();
+            return;
+        }
         let mut panic = None;
         while self.len > 0 {
             self.len -= 1;

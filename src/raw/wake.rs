@@ -333,7 +333,8 @@ impl RawRwLock {
         }
     }
 
-    /// A queued waiter takes the write lock, in one CAS loop: sets `WRITER_LOCKED`, clears
+    /// A queued waiter takes the write lock, in one CAS loop: sets `taken` (`WRITER_LOCKED`,
+    /// with [`OWNER_PENDING`] for a grant to a task not running), clears
     /// `HANDOFF` (a handoff is only ever the head's, and the head is served now; unless
     /// `handoff_of_next`: an upgrade that queued ahead of a head already due the handoff
     /// leaves it to that waiter), clears `WAITERS` (and `HANDOFF`) if it is the last
@@ -344,10 +345,12 @@ impl RawRwLock {
     pub(super) fn queued_write_lock(
         &self,
         list: &WaitList,
+        taken: usize,
         trade: usize,
         handoff_of_next: bool,
         can_take: impl Fn(usize) -> bool,
     ) -> bool {
+        debug_assert!(taken & WRITER_LOCKED != 0 && taken & !(WRITER_LOCKED | OWNER_PENDING) == 0);
         let last = list.is_single();
         let clear = match (last, handoff_of_next) {
             (true, _) => HANDOFF | WAITERS,
@@ -356,7 +359,7 @@ impl RawRwLock {
         };
         self.count
             .fetch_update(Acquire, Relaxed, |count| {
-                can_take(count).then(|| ((count - trade) | WRITER_LOCKED) & !clear)
+                can_take(count).then(|| ((count - trade) | taken) & !clear)
             })
             .is_ok()
     }
@@ -398,12 +401,12 @@ impl RawRwLock {
             if count & HANDOFF == 0 {
                 lockevent!(self, wlock_handoff);
             }
-            // Nobody but the head may take the lock now: hand it over directly. A
-            // reader's transient bias makes this fail; its queueing re-checks.
-            if self.queued_write_lock(list, 0, false, |count| count & LOCK_MASK == 0) {
-                // Its task has not run since: spinners must not wait for it (they yield,
-                // which lets it run if it waits on their worker).
-                self.count.fetch_or(OWNER_PENDING, Relaxed);
+            // Nobody but the head may take the lock now: hand it over directly, with
+            // `OWNER_PENDING` in the same step (its task has not run since: spinners must
+            // not wait for it; they yield, which lets it run if it waits on their worker).
+            // A reader's transient bias makes this fail; its queueing re-checks.
+            let taken = WRITER_LOCKED | OWNER_PENDING;
+            if self.queued_write_lock(list, taken, 0, false, |count| count & LOCK_MASK == 0) {
                 // SAFETY: `head` is linked in `list`; the count holds its write lock.
                 unsafe { self.grant(list, head, wakers) };
                 lockevent!(self, wlock_queued);

@@ -332,7 +332,7 @@ impl RawRwLock {
                 count & LOCK_MASK == 0
                     && (count & HANDOFF == 0 || state != WriterWaitState::NotFirst)
             };
-            if self.queued_write_lock(list, 0, false, free) {
+            if self.queued_write_lock(list, WRITER_LOCKED, 0, false, free) {
                 // SAFETY: `node` is ours, linked in `list`; wait lock held.
                 unsafe { self.unlink_own(list, node) };
                 lockevent!(self, wlock_queued);

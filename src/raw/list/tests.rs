@@ -209,6 +209,28 @@ fn wake_list_wakes_every_waker_even_when_one_panics() {
 }
 
 #[test]
+fn one_panicking_waker_panics_through_but_not_during_an_unwind() {
+    // Alone in the list, its panic is the caller's (nothing else to wake).
+    let bad = Arc::new(Count(AtomicUsize::new(0), true));
+    let mut wakers = WakeList::new();
+    wakers.push(Waker::from(Arc::clone(&bad)));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| wakers.wake_all()));
+    assert!(result.is_err());
+    assert_eq!(bad.0.load(SeqCst), 1);
+    assert_eq!(Arc::strong_count(&bad), 1, "the waker was consumed");
+    // Dropped by an unwind: woken, and its panic dropped (a second panic would abort).
+    let result = panic::catch_unwind(AssertUnwindSafe(|| {
+        let mut wakers = WakeList::new();
+        wakers.push(Waker::from(Arc::clone(&bad)));
+        panic!("the first panic");
+    }));
+    let payload = result.expect_err("the first panic goes on");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"the first panic"));
+    assert_eq!(bad.0.load(SeqCst), 2);
+    assert_eq!(Arc::strong_count(&bad), 1);
+}
+
+#[test]
 fn a_dropped_wake_list_wakes_what_it_holds() {
     let good = Arc::new(Count(AtomicUsize::new(0), false));
     let mut wakers = WakeList::new();
