@@ -126,7 +126,8 @@
 //! - **Order**: arrivals may pass queued waiters, once between two turns of the queue
 //!   (`Policy::pass_bound`) and until the handoff timeout; tokio serves
 //!   strictly in arrival order, as [`Policy::fifo()`] does (`tests/fifo.rs` runs tokio's
-//!   own `RwLock` tests against it). A writer that finds the lock held spins; behind a writer it
+//!   own `RwLock` tests against it, and against the default policy, where the two that
+//!   assert the queue's order see a reader pass a pending writer once). A writer that finds the lock held spins; behind a writer it
 //!   then yields once before it queues (a `try_read` may succeed meanwhile), behind
 //!   readers it queues at once.
 //! - **`downgrade`** grants every queued reader at once when a reader heads the queue, none
