@@ -65,13 +65,13 @@ impl RawRwLock {
 
     /// The bounded passing (`Policy::pass_bound`): a writer that owns the lock now took it
     /// past queued waiters (its spin won with `WAITERS` set). Counts the pass; at the bound,
-    /// the head is handed the lock at the caller's release, as an `unlock_fair` would.
+    /// the head is handed the lock at the caller's release, as an `unlock_fair` would
+    /// (unless the head is a parked thread: [`bound_reached`](Self::bound_reached)).
     #[inline]
     pub(super) fn writer_passed_queue(&self) {
         if let Some(bound) = self.pass_limit() {
             if self.spin.passed(bound) {
-                lockevent!(self, pass_bound);
-                self.handoff_to_head();
+                self.bound_reached(&self.wait_lock());
             }
         }
     }
@@ -81,9 +81,23 @@ impl RawRwLock {
     pub(super) fn queued_writer_passed(&self, list: &WaitList) {
         if let Some(bound) = self.pass_limit() {
             if self.spin.passed(bound) {
-                lockevent!(self, pass_bound);
-                self.handoff_to_head_locked(list);
+                self.bound_reached(list);
             }
+        }
+    }
+
+    /// The pass bound is reached: the head is handed the lock at the owner's release. A
+    /// head that is a parked thread (`parking.rs`) is not: the bound in count pauses until
+    /// the queue's next turn, and the bound in time (the handoff timeout) serves it.
+    /// Under the wait lock.
+    #[cold]
+    fn bound_reached(&self, list: &WaitList) {
+        if list.head_parks() {
+            lockevent!(self, pass_bound_paused);
+            self.spin.pause_passes();
+        } else {
+            lockevent!(self, pass_bound);
+            self.handoff_to_head_locked(list);
         }
     }
 

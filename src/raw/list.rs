@@ -133,6 +133,9 @@ pub(crate) struct WaiterInner {
     /// the handoff is the waiter's it went ahead of, and stays that waiter's when the
     /// upgrade is served (`upgrade_at_head`, `queued_write_lock`).
     pub(crate) handoff_of_next: bool,
+    /// The node was queued by a blocking acquire: its owner is a parked thread
+    /// ([`parking`](super::parking)). Set at the enqueue.
+    pub(crate) parks: bool,
     /// Where and since when this acquire waits, and whether it was reported as waiting
     /// too long: written by the typed layer before the node is first linked
     /// ([`LockFuture::set_record`](super::LockFuture::set_record)), read and marked by its
@@ -178,6 +181,7 @@ impl Waiter {
                 due: None,
                 woken: false,
                 handoff_of_next: false,
+                parks: false,
                 #[cfg(feature = "lock_stat")]
                 record: WaitRecord::default(),
             }),
@@ -246,6 +250,15 @@ impl WaitList {
     #[inline]
     pub(crate) fn head(&self) -> Option<NonNull<Waiter>> {
         self.head
+    }
+
+    /// Is the head a parked thread's node ([`WaiterInner::parks`])? `false` with nobody
+    /// queued.
+    #[inline]
+    pub(crate) fn head_parks(&self) -> bool {
+        // SAFETY: the head is linked, hence alive, and `&self` means the wait lock is held.
+        self.head
+            .is_some_and(|head| unsafe { head.as_ref().with_inner(|inner| inner.parks) })
     }
 
     #[inline]
@@ -368,6 +381,7 @@ impl WaitList {
                 // the wait lock.
                 debug_assert!(inner.waker.is_none(), "an idle node holds a waker");
                 inner.waker = Some(waker);
+                inner.parks = super::parking::parks();
             });
             self.link(node, at_head);
         }

@@ -135,6 +135,7 @@
 pub(crate) mod count;
 mod fair;
 pub(crate) mod list;
+pub(crate) mod parking;
 pub(crate) mod policy;
 pub(crate) mod stats;
 

@@ -46,12 +46,18 @@ const MIN_BUDGET: Duration = Duration::from_nanos(128);
 /// Set while a writer spins: one writer spins at a time (the kernel's OSQ, one slot).
 const WRITER_SPINNING: u32 = 0b1;
 
-/// One pass of the queue (bits 1 to 7: the count, at most [`PASSES_MAX`]).
+/// One pass of the queue (bits 1 to 6: the count, at most [`PASSES_MAX`]).
 const PASS: u32 = 0b10;
 /// The pass count's bits.
-const PASSES: u32 = 0b1111_1110;
-/// The highest pass count (the count saturates there).
-const PASSES_MAX: u32 = PASSES >> 1;
+const PASS_COUNT: u32 = 0b0111_1110;
+/// The highest pass count (the count saturates there; above every bound:
+/// `MAX_PASS_BOUND` is 62).
+const PASSES_MAX: u32 = PASS_COUNT >> 1;
+/// The bound in count is paused until the queue's next turn: its head is a parked thread
+/// (`parking.rs`), served by the bound in time alone. Passes are not counted meanwhile.
+const PASSES_PAUSED: u32 = 0b1000_0000;
+/// The passes' state: the count and the pause, cleared together at the queue's turn.
+const PASSES: u32 = PASS_COUNT | PASSES_PAUSED;
 
 /// Who spins: the two budgets are learned apart (readers wait for writers' sections,
 /// writers for anyone's).
@@ -161,16 +167,25 @@ impl SpinState {
     /// A running task passed the queue (it took the lock while waiters were queued, ahead
     /// of them). Returns `true` when that makes `bound` passes since the queue's last
     /// turn: then the caller hands the lock to the head at its next release. The count
-    /// saturates (no bound is above [`PASSES_MAX`]).
+    /// saturates (no bound is above [`PASSES_MAX`]). While the bound is paused
+    /// ([`pause_passes`](Self::pause_passes)) nothing is counted and the answer is `false`.
     #[inline]
     pub(crate) fn passed(&self, bound: u32) -> bool {
-        let old = self
-            .0
-            .fetch_update(Relaxed, Relaxed, |word| {
-                ((word & PASSES) >> 1 < PASSES_MAX).then_some(word + PASS)
-            })
-            .unwrap_or(PASSES);
-        ((old & PASSES) >> 1) + 1 >= bound
+        let old = match self.0.fetch_update(Relaxed, Relaxed, |word| {
+            (word & PASSES_PAUSED == 0 && (word & PASS_COUNT) >> 1 < PASSES_MAX)
+                .then_some(word + PASS)
+        }) {
+            Ok(word) | Err(word) => word,
+        };
+        old & PASSES_PAUSED == 0 && ((old & PASS_COUNT) >> 1) + 1 >= bound
+    }
+
+    /// The bound was reached with a parked thread at the head: stop counting until the
+    /// queue's next turn ([`reset_passes`](Self::reset_passes)), so that the passes
+    /// go on without a handoff and without the wait lock, and the head is served by the
+    /// bound in time (`parking.rs`).
+    pub(crate) fn pause_passes(&self) {
+        self.0.fetch_or(PASSES_PAUSED, Relaxed);
     }
 
     /// The queue had its turn (a queued waiter got the lock), or has just formed: the
@@ -185,7 +200,13 @@ impl SpinState {
     /// The passes since the queue's last turn (tests).
     #[cfg(test)]
     pub(crate) fn passes(&self) -> u32 {
-        (self.0.load(Relaxed) & PASSES) >> 1
+        (self.0.load(Relaxed) & PASS_COUNT) >> 1
+    }
+
+    /// Is the bound in count paused (tests)?
+    #[cfg(test)]
+    pub(crate) fn passes_paused(&self) -> bool {
+        self.0.load(Relaxed) & PASSES_PAUSED != 0
     }
 
     /// Gives the writer-spinner slot back.
@@ -302,6 +323,29 @@ mod tests {
         s.reset_passes();
         assert_eq!(s.passes(), 0);
         assert_eq!(s.current(Spinner::Writer, CAP), CAP);
+    }
+
+    #[test]
+    fn a_paused_bound_counts_nothing_until_the_queues_turn() {
+        let s = SpinState::new();
+        assert!(!s.passed(2));
+        s.pause_passes();
+        assert!(s.passes_paused());
+        for _ in 0..100 {
+            assert!(!s.passed(2), "no pass reaches the bound while it is paused");
+        }
+        assert_eq!(s.passes(), 1, "and none is counted");
+        assert!(
+            s.start_writer_spin(),
+            "the pause leaves the spinner flag alone"
+        );
+        s.end_writer_spin();
+        assert_eq!(s.current(Spinner::Writer, CAP), CAP, "and the budgets");
+        s.reset_passes();
+        assert!(!s.passes_paused(), "the queue's turn ends the pause");
+        assert_eq!(s.passes(), 0);
+        assert!(!s.passed(2));
+        assert!(s.passed(2));
     }
 
     #[test]

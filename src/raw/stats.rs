@@ -98,6 +98,10 @@ lock_events! {
     /// Handoffs requested because running tasks passed the queue `Policy::pass_bound`
     /// times since its last turn (steals and spins won past queued waiters).
     pass_bound,
+    /// Times the pass bound was reached with a parked thread (a blocking acquire) at the
+    /// head: no handoff, the bound in count paused until the queue's next turn (the
+    /// handoff timeout serves such a head).
+    pass_bound_paused,
     /// Pending read acquires dropped while queued or granted-but-unpolled.
     rlock_cancel,
     /// Pending write acquires dropped while queued or granted-but-unpolled.

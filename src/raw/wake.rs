@@ -264,10 +264,14 @@ impl RawRwLock {
     /// (its task asleep, or runnable but not yet polled) fell to 9-11% of the operations
     /// in mixed-40-40.
     ///
+    /// Not past a head writer that is a parked thread (`parking.rs`): a grant of reader
+    /// threads wakes each of them, and their writer is served by the handoff timeout.
+    ///
     /// `list` is the locked wait list of `self`, whose head is a writer.
     fn readers_pass_writer(&self, list: &WaitList) -> bool {
         if !self.spin_past_queue()
             || self.policy.handoff_never()
+            || list.head_parks()
             || self.count.load(Relaxed) & (WRITER_LOCKED | HANDOFF) != 0
         {
             return false;

@@ -88,8 +88,10 @@ fn poll_loop<F: Future + ?Sized>(
 ) -> Option<F::Output> {
     let mut cx = Context::from_waker(waker);
     loop {
-        // Lockdep charges what this thread blocks for to the thread, not to a future.
-        if let Poll::Ready(output) = crate::observe::blocking(|| future.as_mut().poll(&mut cx)) {
+        // Lockdep charges what this thread blocks for to the thread, not to a future; the
+        // lock marks a node queued here as a parked thread's (`raw/parking.rs`).
+        let poll = || crate::raw::parking::parking(|| future.as_mut().poll(&mut cx));
+        if let Poll::Ready(output) = crate::observe::blocking(poll) {
             return Some(output);
         }
         match deadline {

@@ -11,6 +11,8 @@ mod handoff;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod panics;
 #[cfg(not(all(test, async_rwsem_loom)))]
+mod parked;
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod transitions;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod upgradable;
