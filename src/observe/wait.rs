@@ -25,10 +25,10 @@ use crate::raw::RawRwLock;
 
 /// What an acquire waited, handed from its [`Waiting`] future to the token made next
 /// ([`super::acquired`], or [`super::changed`] for an upgrade). Zero-sized without the
-/// feature `lock_stat`.
+/// feature `lock_stat`; one word with it (so that it is passed in a register).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Wait {
-    /// The contended acquire's wait (`None`: it did not wait).
+    /// The contended acquire's wait, from its start (`None`: it did not wait).
     #[cfg(feature = "lock_stat")]
     pub(crate) lock_stat: Option<crate::lock_stat::Grant>,
 }
@@ -127,10 +127,7 @@ impl Watch<'_> {
     fn granted(&self) -> Wait {
         Wait {
             #[cfg(feature = "lock_stat")]
-            lock_stat: Some(crate::lock_stat::Grant::now(
-                self.since,
-                self.site.location(),
-            )),
+            lock_stat: crate::lock_stat::Grant::since(self.since),
         }
     }
 }

@@ -255,9 +255,10 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     #[inline]
     pub(crate) fn unlock_fair(self) {
         let (lock, held) = self.into_parts();
-        // The observers are told once the release is done, even if a wake-up in it
-        // panics (dropped by the unwind, after the lock is released).
-        let _released = InFlight::new(lock.raw(), M::KIND, held);
+        // The observers record the release first; what they do after it runs once the
+        // release is done, even if a wake-up in it panics (dropped by the unwind, after
+        // the lock is released).
+        let _released = observe::releasing(lock.raw(), M::KIND, &held);
         // SAFETY: the token owned the lock in mode `M` (a lock of kind `M::KIND`); it is
         // consumed without its `Drop`, so this is the one release.
         unsafe { lock.raw().unlock_fair(M::KIND) }
@@ -279,7 +280,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
             M::KIND,
             N::KIND,
             &mut token.held,
-            Wait::NONE,
+            None,
         );
         token
     }
@@ -288,11 +289,11 @@ impl<L: RawRef, M: Mode> Token<L, M> {
 impl<L: RawRef, M: Mode> Drop for Token<L, M> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: `held` is taken once, here, and the token is gone after this.
-        let held = unsafe { ManuallyDrop::take(&mut self.held) };
-        // The observers are told once the release is done, even if a wake-up in it
-        // panics: the unwind drops this after the lock is released.
-        let _released = InFlight::new(self.lock.raw(), M::KIND, held);
+        // The observers record the release first (nothing there can panic); what they do
+        // after it (foreign code) runs once the release is done, even if a wake-up in it
+        // panics: the unwind drops this after the lock is released. (`held` stays in the
+        // token, which is gone after this; it has no drop of its own.)
+        let _released = observe::releasing(self.lock.raw(), M::KIND, &self.held);
         // SAFETY: a token exists only while its lock is owned in mode `M`; the `lock`
         // field (an `Arc`, perhaps) is dropped only after this.
         unsafe { M::release(self.lock.raw()) }
@@ -327,7 +328,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
             M::KIND,
             N::KIND,
             &mut token.held,
-            Wait::NONE,
+            None,
         );
         if wake {
             token.lock.raw().wake_after_downgrade();
@@ -425,7 +426,7 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
             WaiterKind::UpgradableRead,
             WaiterKind::Write,
             &mut token.held,
-            wait,
+            Some((wait, site)),
         );
         token
     }
@@ -476,7 +477,7 @@ impl<'a> Future for Upgrading<'a> {
                 WaiterKind::UpgradableRead,
                 WaiterKind::Write,
                 &mut token.held,
-                wait,
+                Some((wait, site)),
             );
             Poll::Ready(token)
         })
@@ -502,7 +503,7 @@ impl<'a> Upgrading<'a> {
         let upgraded = acquire.stop_upgrade();
         let held = this.held.take();
         // SAFETY: the stop says which lock we own.
-        unsafe { Token::after_timed_upgrade(this.lock, held, upgraded) }
+        unsafe { Token::after_timed_upgrade(this.lock, held, upgraded, this.site) }
     }
 }
 
@@ -535,7 +536,7 @@ impl<L: RawRef> Token<L, Upgradable> {
             (upgraded, held.into_inner())
         };
         // SAFETY: the upgrade (or the stop) says which lock we own.
-        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded, site) }
     }
 
     /// As [`upgrade_until`](Self::upgrade_until), awaiting the upgrade for `timeout` at
@@ -563,12 +564,12 @@ impl<L: RawRef> Token<L, Upgradable> {
             (upgraded, held.into_inner())
         };
         // SAFETY: the upgrade (or the stop) says which lock we own.
-        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded, site) }
     }
 
-    /// The end of a timed upgrade: the token of the write lock (the observers told of the
-    /// change, with the upgrade's wait) if `upgraded`, else that of the upgradable read
-    /// lock, with `held`.
+    /// The end of a timed upgrade called at `site`: the token of the write lock (the
+    /// observers told of the change, with the upgrade's wait) if `upgraded`, else that of
+    /// the upgradable read lock, with `held`.
     ///
     /// # Safety
     ///
@@ -578,6 +579,7 @@ impl<L: RawRef> Token<L, Upgradable> {
         lock: L,
         held: Held,
         upgraded: Option<Wait>,
+        site: Site,
     ) -> Result<Token<L, Write>, Self> {
         if let Some(wait) = upgraded {
             // SAFETY: the caller's promise: we own the write lock.
@@ -587,7 +589,7 @@ impl<L: RawRef> Token<L, Upgradable> {
                 WaiterKind::UpgradableRead,
                 WaiterKind::Write,
                 &mut token.held,
-                wait,
+                Some((wait, site)),
             );
             Ok(token)
         } else {

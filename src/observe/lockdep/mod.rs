@@ -773,7 +773,7 @@ pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
 
 /// The held lock was released: takes it off the set of the holder it was charged to,
 /// whoever releases it.
-pub(crate) fn released(held: HeldState) {
+pub(crate) fn released(held: &HeldState) {
     holders::shard(held.owner).release(held.owner, held.entry);
 }
 
