@@ -41,6 +41,8 @@
 
 #[cfg(all(tokio_unstable, feature = "tracing"))]
 pub(crate) mod console;
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+mod kept;
 #[cfg(feature = "lock_stat")]
 pub mod lock_stat;
 #[cfg(feature = "lockdep")]
@@ -52,6 +54,8 @@ mod wait;
 use std::future::Future;
 use std::task::{Context, Poll};
 
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+pub(crate) use self::kept::Kept;
 pub(crate) use self::wait::{Wait, Waiting};
 use crate::raw::list::WaiterKind;
 use crate::raw::policy::Policy;

@@ -28,29 +28,146 @@ use crate::observe::{self, Attempt, Held, InFlight, ObservedLock, Site, Wait, Wa
 use crate::raw::list::WaiterKind;
 use crate::raw::{LockFuture, RawRwLock};
 
-/// How a token reaches its raw lock (with the observers' state beside it).
+/// How a token reaches its raw lock (with the observers' state beside it), and how it
+/// keeps that reference with what the observers know of the hold ([`Held`]).
+///
+/// A borrowed token keeps them, when the observers' features are on, in one pointer to a
+/// record of a pool ([`observe::Kept`]), so that its guard stays two words (the lock and
+/// the value) and is returned in registers; otherwise side by side.
 ///
 /// # Safety
 ///
-/// [`raw`](Self::raw) returns the same lock at every call, alive for as long as `self` is.
-pub(crate) unsafe trait RawRef {
+/// [`raw`](Self::raw) returns the same lock at every call, alive for as long as `self` is;
+/// [`kept_raw`](Self::kept_raw) that lock, for as long as the kept value lives, which
+/// [`unkeep`](Self::unkeep) gives back with the same hold.
+pub(crate) unsafe trait RawRef: Sized {
+    /// The reference as a token keeps it, with the hold.
+    type Kept;
+
     /// The raw lock, with the observers' state.
     fn raw(&self) -> &ObservedLock;
+
+    /// Keeps the reference and `held`.
+    fn keep(self, held: Held) -> Self::Kept;
+
+    /// The raw lock of a kept reference.
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock;
+
+    /// The hold kept with it.
+    fn kept_held(kept: &Self::Kept) -> &Held;
+
+    /// The raw lock and the hold kept with it, to update.
+    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held);
+
+    /// The reference and the hold back.
+    fn unkeep(kept: Self::Kept) -> (Self, Held);
 }
 
-// SAFETY: the reference points to one lock, alive for `'a`.
-unsafe impl RawRef for &ObservedLock {
-    #[inline]
+// SAFETY: the reference points to one lock, alive for `'a`; `Kept` keeps that reference.
+unsafe impl<'a> RawRef for &'a ObservedLock {
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    type Kept = observe::Kept<'a>;
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    type Kept = (Self, Held);
+
+    #[inline(always)]
     fn raw(&self) -> &ObservedLock {
         self
     }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn keep(self, held: Held) -> Self::Kept {
+        observe::Kept::new(self, held)
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock {
+        kept.lock()
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn kept_held(kept: &Self::Kept) -> &Held {
+        kept.held()
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held) {
+        (kept.lock(), kept.held_mut())
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn unkeep(kept: Self::Kept) -> (Self, Held) {
+        kept.into_parts()
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn keep(self, held: Held) -> Self::Kept {
+        (self, held)
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock {
+        kept.0
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn kept_held(kept: &Self::Kept) -> &Held {
+        &kept.1
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held) {
+        (kept.0, &mut kept.1)
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn unkeep(kept: Self::Kept) -> (Self, Held) {
+        kept
+    }
 }
 
-// SAFETY: the `Arc` points to one lock and keeps it alive.
+// SAFETY: the `Arc` points to one lock and keeps it alive; `Kept` keeps the `Arc`.
 unsafe impl<T: ?Sized> RawRef for Arc<RwLock<T>> {
-    #[inline]
+    type Kept = (Self, Held);
+
+    #[inline(always)]
     fn raw(&self) -> &ObservedLock {
         &self.raw
+    }
+
+    #[inline(always)]
+    fn keep(self, held: Held) -> Self::Kept {
+        (self, held)
+    }
+
+    #[inline(always)]
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock {
+        &kept.0.raw
+    }
+
+    #[inline(always)]
+    fn kept_held(kept: &Self::Kept) -> &Held {
+        &kept.1
+    }
+
+    #[inline(always)]
+    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held) {
+        (&kept.0.raw, &mut kept.1)
+    }
+
+    #[inline(always)]
+    fn unkeep(kept: Self::Kept) -> (Self, Held) {
+        kept
     }
 }
 
@@ -172,10 +289,11 @@ impl Mode for Upgradable {
 /// The ownership of a lock of the raw lock reached through `L`, in mode `M`; released
 /// when dropped. See the module documentation for its invariant.
 pub(crate) struct Token<L: RawRef, M: Mode> {
-    lock: L,
-    /// What the observers ([`observe`]) know of this hold; zero-sized without their
-    /// features. Taken only by the token's `Drop` and [`into_parts`](Self::into_parts).
-    held: ManuallyDrop<Held>,
+    /// The lock reference, with what the observers ([`observe`]) know of this hold
+    /// (nothing without their features). Taken only by [`into_parts`](Self::into_parts);
+    /// dropped after the token's `Drop` (an owned guard's `Arc`, a borrowed guard's record
+    /// given back to its pool).
+    kept: L::Kept,
     mode: PhantomData<M>,
 }
 
@@ -184,6 +302,22 @@ pub(crate) type BorrowedToken<'a, M> = Token<&'a ObservedLock, M>;
 
 /// The token of an owned guard.
 pub(crate) type OwnedToken<T, M> = Token<Arc<RwLock<T>>, M>;
+
+impl<M: Mode> BorrowedToken<'_, M> {
+    /// The lock.
+    #[inline]
+    pub(crate) fn lock(&self) -> &ObservedLock {
+        self.raw()
+    }
+}
+
+impl<T: ?Sized, M: Mode> OwnedToken<T, M> {
+    /// The owned guard's `Arc` of its lock.
+    #[inline]
+    pub(crate) fn lock(&self) -> &Arc<RwLock<T>> {
+        &self.kept.0
+    }
+}
 
 impl<L: RawRef, M: Mode> Token<L, M> {
     /// The token of a lock the caller has just taken from `site` after `wait`
@@ -200,7 +334,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let held = observe::acquired(lock.raw(), M::KIND, site, wait);
         // SAFETY: forwarded from the caller.
         let token = unsafe { Self::from_parts(lock, held) };
-        observe::entered(token.lock.raw(), M::KIND, &token.held);
+        observe::entered(token.raw(), M::KIND, token.held());
         token
     }
 
@@ -212,10 +346,29 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     #[inline]
     unsafe fn from_parts(lock: L, held: Held) -> Self {
         Self {
-            lock,
-            held: ManuallyDrop::new(held),
+            kept: lock.keep(held),
             mode: PhantomData,
         }
+    }
+
+    /// The raw lock, with the observers' state.
+    #[inline(always)]
+    fn raw(&self) -> &ObservedLock {
+        L::kept_raw(&self.kept)
+    }
+
+    /// What the observers know of this hold.
+    #[inline(always)]
+    fn held(&self) -> &Held {
+        L::kept_held(&self.kept)
+    }
+
+    /// The observers have seen the lock turn from mode `from` into this token's: tells
+    /// them ([`observe::changed`]; `upgrade`: an upgrade's wait and site).
+    #[inline]
+    fn changed(&mut self, from: WaiterKind, upgrade: Option<(Wait, Site)>) {
+        let (raw, held) = L::kept_split(&mut self.kept);
+        observe::changed(raw, from, M::KIND, held, upgrade);
     }
 
     /// Takes the lock in mode `M` if that needs no waiting, for a `try_` acquire from
@@ -231,22 +384,15 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         }
     }
 
-    /// How the token reaches its lock (an owned guard's `rwlock`).
-    #[inline]
-    pub(crate) fn lock(&self) -> &L {
-        &self.lock
-    }
-
     /// The one place a lock reference leaves a token without a release: the caller passes
     /// the lock on (to a token of another mode, or to an upgrade), with what the observers
     /// know of the hold. Dropping the result without doing so would leak the lock, never
     /// free it twice.
     #[inline]
     fn into_parts(self) -> (L, Held) {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, so `lock` and `held` are moved out exactly
-        // once, and `held` is not used again.
-        unsafe { (ptr::read(&this.lock), ManuallyDrop::take(&mut this.held)) }
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so `kept` is moved out exactly once.
+        L::unkeep(unsafe { ptr::read(&this.kept) })
     }
 
     /// Releases the lock fairly ([`RawRwLock::unlock_fair`]): the head of the queue, if
@@ -275,13 +421,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let (lock, held) = self.into_parts();
         // SAFETY: the lock is owned in mode `N` (the caller's promise), handed over.
         let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
-        observe::changed(
-            token.lock.raw(),
-            M::KIND,
-            N::KIND,
-            &mut token.held,
-            None,
-        );
+        token.changed(M::KIND, None);
         token
     }
 }
@@ -293,10 +433,10 @@ impl<L: RawRef, M: Mode> Drop for Token<L, M> {
         // after it (foreign code) runs once the release is done, even if a wake-up in it
         // panics: the unwind drops this after the lock is released. (`held` stays in the
         // token, which is gone after this; it has no drop of its own.)
-        let _released = observe::releasing(self.lock.raw(), M::KIND, &self.held);
-        // SAFETY: a token exists only while its lock is owned in mode `M`; the `lock`
+        let _released = observe::releasing(self.raw(), M::KIND, self.held());
+        // SAFETY: a token exists only while its lock is owned in mode `M`; the `kept`
         // field (an `Arc`, perhaps) is dropped only after this.
-        unsafe { M::release(self.lock.raw()) }
+        unsafe { M::release(self.raw()) }
     }
 }
 
@@ -323,15 +463,9 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
         // Foreign code may run in the observers and in the wake-up: a panic in either
         // drops the new token, whose release wakes whoever the lock now admits.
-        observe::changed(
-            token.lock.raw(),
-            M::KIND,
-            N::KIND,
-            &mut token.held,
-            None,
-        );
+        token.changed(M::KIND, None);
         if wake {
-            token.lock.raw().wake_after_downgrade();
+            token.raw().wake_after_downgrade();
         }
         token
     }
@@ -368,9 +502,9 @@ impl<L: RawRef> Token<L, Upgradable> {
     /// lock; otherwise gives the token back. `site`: the caller's.
     #[inline]
     pub(crate) fn try_upgrade(self, site: Site) -> Result<Token<L, Write>, Self> {
-        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Try);
+        observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Try);
         // SAFETY: we own the upgradable read lock.
-        if unsafe { self.lock.raw().try_upgrade() } {
+        if unsafe { self.raw().try_upgrade() } {
             // SAFETY: the upgrade succeeded: we own the write lock instead.
             Ok(unsafe { self.into_mode() })
         } else {
@@ -392,7 +526,7 @@ impl<'a> BorrowedToken<'a, Upgradable> {
     pub(crate) fn upgrade(self, site: Site) -> Upgrading<'a> {
         // While the token exists: a panic in tokio-console's subscriber releases the lock.
         let source = "RwLockUpgradableReadGuard::upgrade";
-        let op = observe::AsyncOp::new(self.lock, WaiterKind::Write, source);
+        let op = observe::AsyncOp::new(self.raw(), WaiterKind::Write, source);
         let (lock, held) = self.into_parts();
         Upgrading {
             lock,
@@ -413,7 +547,7 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
     /// it if dropped unfinished (before `held` tells the observers, and before the `Arc`,
     /// declared first, is dropped).
     pub(crate) async fn upgrade(self, site: Site) -> OwnedToken<T, Write> {
-        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Upgrade);
         let (lock, held) = self.into_parts();
         let held = InFlight::new(&lock.raw, WaiterKind::UpgradableRead, held);
         // SAFETY: the token's upgradable read lock goes to the acquire future.
@@ -421,13 +555,7 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
         let held = held.into_inner();
         // SAFETY: the upgrade completed: we own the write lock.
         let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
-        observe::changed(
-            token.lock.raw(),
-            WaiterKind::UpgradableRead,
-            WaiterKind::Write,
-            &mut token.held,
-            Some((wait, site)),
-        );
+        token.changed(WaiterKind::UpgradableRead, Some((wait, site)));
         token
     }
 }
@@ -472,13 +600,7 @@ impl<'a> Future for Upgrading<'a> {
             let held = held.take();
             // SAFETY: the upgrade completed: we own the write lock.
             let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
-            observe::changed(
-                lock,
-                WaiterKind::UpgradableRead,
-                WaiterKind::Write,
-                &mut token.held,
-                Some((wait, site)),
-            );
+            token.changed(WaiterKind::UpgradableRead, Some((wait, site)));
             Poll::Ready(token)
         })
     }
@@ -521,7 +643,7 @@ impl<L: RawRef> Token<L, Upgradable> {
         // While the token exists: a panic in the observer releases the lock. A blocking
         // acquire: the thread's own (or the task's, blocked with it).
         observe::blocking(|| {
-            observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+            observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Upgrade);
         });
         let (lock, held) = self.into_parts();
         let (upgraded, held) = {
@@ -548,7 +670,7 @@ impl<L: RawRef> Token<L, Upgradable> {
         site: Site,
         timeout: std::time::Duration,
     ) -> Result<Token<L, Write>, Self> {
-        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Upgrade);
         let (lock, held) = self.into_parts();
         let (upgraded, held) = {
             let held = InFlight::new(lock.raw(), WaiterKind::UpgradableRead, held);
@@ -584,13 +706,7 @@ impl<L: RawRef> Token<L, Upgradable> {
         if let Some(wait) = upgraded {
             // SAFETY: the caller's promise: we own the write lock.
             let mut token = unsafe { Token::<L, Write>::from_parts(lock, held) };
-            observe::changed(
-                token.lock.raw(),
-                WaiterKind::UpgradableRead,
-                WaiterKind::Write,
-                &mut token.held,
-                Some((wait, site)),
-            );
+            token.changed(WaiterKind::UpgradableRead, Some((wait, site)));
             Ok(token)
         } else {
             // SAFETY: the caller's promise: we own the upgradable read lock.

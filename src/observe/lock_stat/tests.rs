@@ -277,10 +277,7 @@ fn threads_record_apart_and_the_snapshot_folds_them() {
         });
     }
     assert_eq!(b.len(), blocks);
-    assert_eq!(
-        s.snapshot(&b).read_wait().count(),
-        4 * per_thread + 3
-    );
+    assert_eq!(s.snapshot(&b).read_wait().count(), 4 * per_thread + 3);
 }
 
 /// A hold released by another thread-local's destructor, while the thread exits, is
