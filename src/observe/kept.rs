@@ -30,7 +30,8 @@ use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::{Mutex, PoisonError};
 
-use super::{Held, ObservedLock};
+use super::{Held, ObservedLock, COMPACT};
+use crate::raw::list::WaiterKind;
 
 /// Records a thread keeps free before it hands half of them to the shared list.
 const CAP: usize = 128;
@@ -230,30 +231,80 @@ fn spill(pool: &Pool, record: NonNull<Record>) {
 /// A borrowed guard's lock reference with what the observers know of its hold, kept in a
 /// record of the pool (see the module documentation): one pointer. It owns the record,
 /// and gives it back when dropped (the [`Held`] has no drop of its own).
+///
+/// A hold that can be made again from its lock alone ([`Held::compact`]: with `lock_stat`
+/// alone among the observers, one that is not timed) takes no record: the pointer is then
+/// the lock's, with its lowest bit set ([`COMPACT_BIT`]; a lock is aligned to more), and
+/// the hold is made again when it is needed ([`Held::remake`]).
 pub(crate) struct Kept<'a> {
-    record: NonNull<Record>,
+    ptr: NonNull<u8>,
     lock: PhantomData<&'a ObservedLock>,
 }
 
+/// The bit of [`Kept`]'s pointer that says it is the lock's, for a compact hold.
+const COMPACT_BIT: usize = 1;
+
+// A lock's address leaves that bit clear; so does a record's.
+const _: () = assert!(std::mem::align_of::<ObservedLock>() > COMPACT_BIT);
+const _: () = assert!(std::mem::align_of::<Record>() > COMPACT_BIT);
+
 // SAFETY: a `Kept` owns its record, as a `Box<(&'a ObservedLock, Held)>` would own its
-// value; both are `Send` and `Sync` (the lock is `Sync`, `Held` is plain data).
+// value (or is a `&'a ObservedLock`); both are `Send` and `Sync` (the lock is `Sync`,
+// `Held` is plain data).
 unsafe impl Send for Kept<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for Kept<'_> {}
 
 impl std::fmt::Debug for Kept<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Kept")
-            .field("lock", &self.lock())
-            .field("held", self.held())
-            .finish()
+        let mut out = f.debug_struct("Kept");
+        out.field("lock", &std::ptr::from_ref(self.lock()));
+        match self.record() {
+            // SAFETY: the record is ours, with `held` written when it was taken.
+            Some(record) => out.field("held", unsafe { (*record.as_ptr()).held.assume_init_ref() }),
+            None => out.field("held", &"compact"),
+        };
+        out.finish()
     }
 }
 
+/// The compact hold of the lock of `raw` in mode `kind`, made again.
+#[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+#[inline(always)]
+fn remade(raw: &ObservedLock, kind: WaiterKind) -> Held {
+    Held::remake(raw, kind)
+}
+
+/// See the form with `lock_stat` alone: no hold is compact in this build, so this is
+/// never called.
+#[cfg(not(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing"))))]
+#[inline(always)]
+fn remade(_: &ObservedLock, _: WaiterKind) -> Held {
+    unreachable!("a compact hold in a build without compact holds")
+}
+
 impl<'a> Kept<'a> {
-    /// Keeps `lock` and `held` (in a record taken from the pool). Never panics.
+    /// Keeps `lock` and `held` (in a record taken from the pool, unless the hold is
+    /// compact). Never panics.
     #[inline(always)]
     pub(crate) fn new(lock: &'a ObservedLock, held: Held) -> Self {
+        if COMPACT && held.compact() {
+            return Self {
+                // SAFETY: one byte into the lock, which is larger: within its allocation.
+                // (The bit is clear in a lock's address, by its alignment: this sets it.)
+                ptr: unsafe { NonNull::from(lock).cast::<u8>().byte_add(COMPACT_BIT) },
+                lock: PhantomData,
+            };
+        }
+        Self {
+            ptr: Self::record_of(lock, held).cast(),
+            lock: PhantomData,
+        }
+    }
+
+    /// A record taken from the pool, with `lock` and `held` written.
+    #[inline(always)]
+    fn record_of(lock: &ObservedLock, held: Held) -> NonNull<Record> {
         let record = take();
         // SAFETY: the record is free and now ours: nothing else reaches it.
         unsafe {
@@ -261,54 +312,76 @@ impl<'a> Kept<'a> {
             (*r).lock = lock;
             (*r).held = MaybeUninit::new(held);
         }
-        Self {
-            record,
-            lock: PhantomData,
+        record
+    }
+
+    /// The record, if the hold is not compact.
+    #[inline(always)]
+    fn record(&self) -> Option<NonNull<Record>> {
+        if COMPACT && self.ptr.addr().get() & COMPACT_BIT != 0 {
+            None
+        } else {
+            Some(self.ptr.cast())
         }
     }
 
     /// The lock.
     #[inline(always)]
     pub(crate) fn lock(&self) -> &'a ObservedLock {
-        // SAFETY: the record is ours, with `lock` written in `new` from a `&'a`.
-        unsafe { &*(*self.record.as_ptr()).lock }
+        match self.record() {
+            // SAFETY: the record is ours, with `lock` written from a `&'a`.
+            Some(record) => unsafe { &*(*record.as_ptr()).lock },
+            // SAFETY: a compact hold's pointer is one byte into a `&'a ObservedLock`
+            // (`new`): back to its start, within it.
+            None => unsafe { self.ptr.byte_sub(COMPACT_BIT).cast::<ObservedLock>().as_ref() },
+        }
     }
 
-    /// The hold.
-    #[inline(always)]
-    pub(crate) fn held(&self) -> &Held {
-        // SAFETY: the record is ours, with `held` written in `new`.
-        unsafe { (*self.record.as_ptr()).held.assume_init_ref() }
-    }
-
-    /// The hold, to update.
-    #[inline(always)]
-    pub(crate) fn held_mut(&mut self) -> &mut Held {
+    /// The hold (held in mode `kind`), to update: a compact one is given a record now.
+    #[inline]
+    pub(crate) fn held_mut(&mut self, kind: WaiterKind) -> &mut Held {
+        let record = match self.record() {
+            Some(record) => record,
+            None => {
+                let lock = self.lock();
+                let record = Self::record_of(lock, remade(lock, kind));
+                self.ptr = record.cast();
+                record
+            }
+        };
         // SAFETY: the record is ours (and `&mut self` is the one way to it), with `held`
-        // written in `new`.
-        unsafe { (*self.record.as_ptr()).held.assume_init_mut() }
+        // written when it was taken.
+        unsafe { (*record.as_ptr()).held.assume_init_mut() }
     }
 
-    /// The lock and the hold back; the record goes back to the pool.
+    /// The lock and the hold (held in mode `kind`) back; the record goes back to the pool.
     #[inline(always)]
-    pub(crate) fn into_parts(self) -> (&'a ObservedLock, Held) {
+    pub(crate) fn into_parts(self, kind: WaiterKind) -> (&'a ObservedLock, Held) {
         let this = std::mem::ManuallyDrop::new(self);
         let lock = this.lock();
-        // SAFETY: the record is ours, with `held` written in `new`; read once, as
-        // `this` is not dropped, and the record is given back right after.
-        let held = unsafe { (*this.record.as_ptr()).held.assume_init_read() };
-        give(this.record);
-        (lock, held)
+        match this.record() {
+            Some(record) => {
+                // SAFETY: the record is ours, with `held` written when it was taken; read
+                // once, as `this` is not dropped, and the record is given back right
+                // after.
+                let held = unsafe { (*record.as_ptr()).held.assume_init_read() };
+                give(record);
+                (lock, held)
+            }
+            None => (lock, remade(lock, kind)),
+        }
     }
 }
 
 impl Drop for Kept<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: the record is ours, with `held` written in `new`; dropped once (this is
-        // the drop), then the record is given back.
-        unsafe { (*self.record.as_ptr()).held.assume_init_drop() };
-        give(self.record);
+        if let Some(record) = self.record() {
+            // SAFETY: the record is ours, with `held` written when it was taken; dropped
+            // once (this is the drop), then the record is given back.
+            unsafe { (*record.as_ptr()).held.assume_init_drop() };
+            give(record);
+        }
     }
 }
 

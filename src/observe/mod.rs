@@ -212,7 +212,7 @@ impl LockObserve {
 
 /// Per-hold state of the observers: carried by every lock token, from [`acquired`] to
 /// [`released`], across mode changes.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Held {
     /// Which holder's held set the lock is in (feature `lockdep`).
     #[cfg(feature = "lockdep")]
@@ -220,6 +220,43 @@ pub(crate) struct Held {
     /// Where and when the hold began (feature `lock_stat`).
     #[cfg(feature = "lock_stat")]
     lock_stat: crate::lock_stat::HoldStat,
+}
+
+/// Whether a [`Held`] can be given up and made again from its lock alone
+/// ([`Held::remake`]), so that a borrowed token keeps no record for it ([`Kept`]): with
+/// `lock_stat` alone among the observers (no `lockdep`, no `tracing`), a hold that is not
+/// timed.
+#[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+pub(crate) const COMPACT: bool = true;
+
+/// See the form with `lock_stat` alone.
+#[cfg(all(
+    any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+    not(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))
+))]
+pub(crate) const COMPACT: bool = false;
+
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+impl Held {
+    /// Whether this hold can be made again from its lock ([`Held::remake`]): see
+    /// [`COMPACT`].
+    #[inline(always)]
+    pub(crate) fn compact(&self) -> bool {
+        #[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+        return self.lock_stat.compact();
+        #[cfg(not(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing"))))]
+        false
+    }
+
+    /// The hold of the lock of `raw` in mode `kind` that was [`compact`](Self::compact),
+    /// made again. Call it only while the hold lasts (before the raw release).
+    #[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+    #[inline(always)]
+    pub(crate) fn remake(raw: &ObservedLock, kind: WaiterKind) -> Self {
+        Self {
+            lock_stat: raw.observe.lock_stat.remake(kind),
+        }
+    }
 }
 
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.

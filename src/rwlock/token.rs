@@ -19,7 +19,6 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
-use std::ptr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -53,14 +52,11 @@ pub(crate) unsafe trait RawRef: Sized {
     /// The raw lock of a kept reference.
     fn kept_raw(kept: &Self::Kept) -> &ObservedLock;
 
-    /// The hold kept with it.
-    fn kept_held(kept: &Self::Kept) -> &Held;
+    /// The raw lock and the hold kept with it (held in mode `kind`), to update.
+    fn kept_split(kept: &mut Self::Kept, kind: WaiterKind) -> (&ObservedLock, &mut Held);
 
-    /// The raw lock and the hold kept with it, to update.
-    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held);
-
-    /// The reference and the hold back.
-    fn unkeep(kept: Self::Kept) -> (Self, Held);
+    /// The reference and the hold (held in mode `kind`) back.
+    fn unkeep(kept: Self::Kept, kind: WaiterKind) -> (Self, Held);
 }
 
 // SAFETY: the reference points to one lock, alive for `'a`; `Kept` keeps that reference.
@@ -89,20 +85,14 @@ unsafe impl<'a> RawRef for &'a ObservedLock {
 
     #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
     #[inline(always)]
-    fn kept_held(kept: &Self::Kept) -> &Held {
-        kept.held()
+    fn kept_split(kept: &mut Self::Kept, kind: WaiterKind) -> (&ObservedLock, &mut Held) {
+        (kept.lock(), kept.held_mut(kind))
     }
 
     #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
     #[inline(always)]
-    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held) {
-        (kept.lock(), kept.held_mut())
-    }
-
-    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
-    #[inline(always)]
-    fn unkeep(kept: Self::Kept) -> (Self, Held) {
-        kept.into_parts()
+    fn unkeep(kept: Self::Kept, kind: WaiterKind) -> (Self, Held) {
+        kept.into_parts(kind)
     }
 
     #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
@@ -119,19 +109,13 @@ unsafe impl<'a> RawRef for &'a ObservedLock {
 
     #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
     #[inline(always)]
-    fn kept_held(kept: &Self::Kept) -> &Held {
-        &kept.1
-    }
-
-    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
-    #[inline(always)]
-    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held) {
+    fn kept_split(kept: &mut Self::Kept, _: WaiterKind) -> (&ObservedLock, &mut Held) {
         (kept.0, &mut kept.1)
     }
 
     #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
     #[inline(always)]
-    fn unkeep(kept: Self::Kept) -> (Self, Held) {
+    fn unkeep(kept: Self::Kept, _: WaiterKind) -> (Self, Held) {
         kept
     }
 }
@@ -156,17 +140,12 @@ unsafe impl<T: ?Sized> RawRef for Arc<RwLock<T>> {
     }
 
     #[inline(always)]
-    fn kept_held(kept: &Self::Kept) -> &Held {
-        &kept.1
-    }
-
-    #[inline(always)]
-    fn kept_split(kept: &mut Self::Kept) -> (&ObservedLock, &mut Held) {
+    fn kept_split(kept: &mut Self::Kept, _: WaiterKind) -> (&ObservedLock, &mut Held) {
         (&kept.0.raw, &mut kept.1)
     }
 
     #[inline(always)]
-    fn unkeep(kept: Self::Kept) -> (Self, Held) {
+    fn unkeep(kept: Self::Kept, _: WaiterKind) -> (Self, Held) {
         kept
     }
 }
@@ -290,10 +269,9 @@ impl Mode for Upgradable {
 /// when dropped. See the module documentation for its invariant.
 pub(crate) struct Token<L: RawRef, M: Mode> {
     /// The lock reference, with what the observers ([`observe`]) know of this hold
-    /// (nothing without their features). Taken only by [`into_parts`](Self::into_parts);
-    /// dropped after the token's `Drop` (an owned guard's `Arc`, a borrowed guard's record
-    /// given back to its pool).
-    kept: L::Kept,
+    /// (nothing without their features). Taken only by the token's `Drop` and
+    /// [`into_parts`](Self::into_parts).
+    kept: ManuallyDrop<L::Kept>,
     mode: PhantomData<M>,
 }
 
@@ -334,7 +312,8 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let held = observe::acquired(lock.raw(), M::KIND, site, wait);
         // SAFETY: forwarded from the caller.
         let token = unsafe { Self::from_parts(lock, held) };
-        observe::entered(token.raw(), M::KIND, token.held());
+        // (A copy of the hold, the token's as it is now.)
+        observe::entered(token.raw(), M::KIND, &held);
         token
     }
 
@@ -346,7 +325,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     #[inline]
     unsafe fn from_parts(lock: L, held: Held) -> Self {
         Self {
-            kept: lock.keep(held),
+            kept: ManuallyDrop::new(lock.keep(held)),
             mode: PhantomData,
         }
     }
@@ -357,17 +336,12 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         L::kept_raw(&self.kept)
     }
 
-    /// What the observers know of this hold.
-    #[inline(always)]
-    fn held(&self) -> &Held {
-        L::kept_held(&self.kept)
-    }
-
     /// The observers have seen the lock turn from mode `from` into this token's: tells
     /// them ([`observe::changed`]; `upgrade`: an upgrade's wait and site).
     #[inline]
     fn changed(&mut self, from: WaiterKind, upgrade: Option<(Wait, Site)>) {
-        let (raw, held) = L::kept_split(&mut self.kept);
+        // The hold kept is still the one of mode `from`.
+        let (raw, held) = L::kept_split(&mut self.kept, from);
         observe::changed(raw, from, M::KIND, held, upgrade);
     }
 
@@ -390,9 +364,9 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     /// free it twice.
     #[inline]
     fn into_parts(self) -> (L, Held) {
-        let this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, so `kept` is moved out exactly once.
-        L::unkeep(unsafe { ptr::read(&this.kept) })
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so `kept` is taken exactly once.
+        L::unkeep(unsafe { ManuallyDrop::take(&mut this.kept) }, M::KIND)
     }
 
     /// Releases the lock fairly ([`RawRwLock::unlock_fair`]): the head of the queue, if
@@ -427,16 +401,18 @@ impl<L: RawRef, M: Mode> Token<L, M> {
 }
 
 impl<L: RawRef, M: Mode> Drop for Token<L, M> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
+        // SAFETY: `kept` is taken once, here, and the token is gone after this. (A
+        // borrowed guard's record goes back to its pool now, before the release.)
+        let (lock, held) = L::unkeep(unsafe { ManuallyDrop::take(&mut self.kept) }, M::KIND);
         // The observers record the release first (nothing there can panic); what they do
         // after it (foreign code) runs once the release is done, even if a wake-up in it
-        // panics: the unwind drops this after the lock is released. (`held` stays in the
-        // token, which is gone after this; it has no drop of its own.)
-        let _released = observe::releasing(self.raw(), M::KIND, self.held());
-        // SAFETY: a token exists only while its lock is owned in mode `M`; the `kept`
-        // field (an `Arc`, perhaps) is dropped only after this.
-        unsafe { M::release(self.raw()) }
+        // panics: the unwind drops this after the lock is released, and before `lock`
+        // (an `Arc`, perhaps).
+        let _released = observe::releasing(lock.raw(), M::KIND, &held);
+        // SAFETY: a token exists only while its lock is owned in mode `M`.
+        unsafe { M::release(lock.raw()) }
     }
 }
 

@@ -151,9 +151,11 @@ impl Default for LockStatState {
 /// What `lock_stat` knows of one hold: the `lock_stat` field of a token's [`Held`].
 ///
 /// [`Held`]: crate::observe::Held
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct HoldStat {
-    pub(super) site: &'static Location<'static>,
+    /// Where the guard was taken; `None` for a read hold not timed made again from its
+    /// lock ([`LockStatState::remake`]), which needs none.
+    pub(super) site: Option<Site>,
     /// When the current mode was entered: by the precise clock if it is timed (then with
     /// [`TIMED`] set), else by the coarse one; 0 (no time, not timed) for a read hold not
     /// timed (only counted, when it began), so that its release tests one word.
@@ -179,7 +181,7 @@ impl HoldStat {
     #[inline(always)]
     pub(super) fn new(site: Site, start: u64, timed: bool) -> Self {
         Self {
-            site,
+            site: Some(site),
             start: start | if timed { TIMED } else { 0 },
             #[cfg(feature = "tracing")]
             earlier_ns: 0,
@@ -198,6 +200,15 @@ impl HoldStat {
     #[inline(always)]
     pub(super) fn timed(&self) -> bool {
         self.start & TIMED != 0
+    }
+
+    /// Can the hold be made again from its lock alone ([`LockStatState::remake`])? One
+    /// that is not timed: a read hold has nothing to keep, an exclusive one's site and
+    /// start are the holder slot's.
+    #[cfg(not(feature = "tracing"))]
+    #[inline(always)]
+    pub(crate) fn compact(&self) -> bool {
+        !self.timed()
     }
 
     /// The current mode begins, at `start`, `timed` or not.
@@ -423,7 +434,11 @@ impl LockStatState {
     #[inline(never)]
     fn longest_hold(&self, hold: &HoldStat, ns: u64, access: Access) {
         self.longest
-            .write(|max| ns > max, |slot| slot.set(hold.site, ns, access));
+            .write(|max| ns > max, |slot| {
+                if let Some(site) = hold.site {
+                    slot.set(site, ns, access);
+                }
+            });
     }
 
     /// The lock held as `hold` turned from `from` into `to`, after `grant` (an upgrade
@@ -475,7 +490,9 @@ impl LockStatState {
             // Still the exclusive holder (an upgrade, or a downgrade to the upgradable
             // read): the slot is still this hold's to write. A downgrade to a read lock
             // leaves it: the count word says nobody holds the lock exclusively.
-            self.set_holder(hold.site, hold.start(), to);
+            if let Some(site) = hold.site {
+                self.set_holder(site, hold.start(), to);
+            }
         }
         site
     }
@@ -516,6 +533,30 @@ impl LockStatState {
     #[inline]
     pub(super) fn set_holder(&self, site: &'static Location<'static>, at: u64, access: Access) {
         self.holder.0.write_alone(|slot| slot.set(site, at, access));
+    }
+
+    /// A hold in mode `kind` that was not timed ([`HoldStat::compact`]), made again while
+    /// it lasts: a read hold has no start; an exclusive one is the holder slot's, which
+    /// only it writes while it lasts (its site and its start, by the coarse clock).
+    #[cfg(not(feature = "tracing"))]
+    #[inline(always)]
+    pub(crate) fn remake(&self, kind: WaiterKind) -> HoldStat {
+        match Access::of(kind) {
+            Access::Read => HoldStat {
+                site: None,
+                start: 0,
+            },
+            _ => {
+                let slot = &self.holder.0;
+                let site = slot.site.load(Ordering::Relaxed);
+                HoldStat {
+                    // SAFETY: the slot only ever stores pointers made from `&'static
+                    // Location`; this hold's, written when it began.
+                    site: unsafe { site.as_ref() },
+                    start: slot.ns.load(Ordering::Relaxed),
+                }
+            }
+        }
     }
 
     /// The exclusive holder: where it took the lock, since when, how. Call it only while

@@ -584,7 +584,7 @@ enum KeyBase {
 }
 
 /// Which holder a held lock was charged to, and its entry there.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct HeldState {
     owner: Owner,
     entry: u64,
