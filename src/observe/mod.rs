@@ -355,11 +355,7 @@ pub(crate) fn changed(
 /// `lock_stat` (the hold's end), which run no foreign code and never panic. Returns the
 /// guard of what runs after the raw release ([`AfterRelease`]): keep it until then.
 #[inline(always)]
-pub(crate) fn releasing<'a>(
-    raw: &'a ObservedLock,
-    kind: WaiterKind,
-    held: &'a Held,
-) -> AfterRelease<'a> {
+pub(crate) fn releasing(raw: &ObservedLock, kind: WaiterKind, held: Held) -> AfterRelease<'_> {
     #[cfg(feature = "lockdep")]
     crate::lockdep::released(&held.lockdep);
     #[cfg(feature = "lock_stat")]
@@ -385,7 +381,7 @@ pub(crate) fn releasing<'a>(
 /// [`InFlight`]): [`releasing`] and what runs after the raw release, at once.
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
 #[inline]
-pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: &Held) {
+pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: Held) {
     drop(releasing(raw, kind, held));
 }
 
@@ -399,7 +395,7 @@ pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: &Held) {
 pub(crate) struct AfterRelease<'a> {
     raw: &'a ObservedLock,
     kind: WaiterKind,
-    held: &'a Held,
+    held: Held,
     /// The hold's length, for its warning.
     #[cfg(feature = "lock_stat")]
     held_ns: u64,
@@ -412,7 +408,7 @@ pub(crate) struct AfterRelease<'a>(std::marker::PhantomData<&'a ObservedLock>);
 #[cfg(feature = "tracing")]
 impl Drop for AfterRelease<'_> {
     fn drop(&mut self) {
-        let (raw, kind, held) = (self.raw, self.kind, self.held);
+        let (raw, kind, held) = (self.raw, self.kind, &self.held);
         #[cfg(all(tokio_unstable, feature = "tracing"))]
         raw.observe.console.update(raw, Some(kind), None);
         // Also from a guard (or an upgrade in flight) dropped by an unwind: `foreign`.
@@ -495,7 +491,7 @@ impl<'a> InFlight<'a> {
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if let Some(held) = &self.held {
+        if let Some(held) = self.held {
             released(self.raw, self.kind, held);
         }
     }

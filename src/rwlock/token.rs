@@ -307,7 +307,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     /// # Safety
     ///
     /// The caller owns a lock of `lock.raw()` in mode `M`, and hands it to the token.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn new(lock: L, site: Site, wait: Wait) -> Self {
         let held = observe::acquired(lock.raw(), M::KIND, site, wait);
         // SAFETY: forwarded from the caller.
@@ -378,7 +378,7 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         // The observers record the release first; what they do after it runs once the
         // release is done, even if a wake-up in it panics (dropped by the unwind, after
         // the lock is released).
-        let _released = observe::releasing(lock.raw(), M::KIND, &held);
+        let _released = observe::releasing(lock.raw(), M::KIND, held);
         // SAFETY: the token owned the lock in mode `M` (a lock of kind `M::KIND`); it is
         // consumed without its `Drop`, so this is the one release.
         unsafe { lock.raw().unlock_fair(M::KIND) }
@@ -410,7 +410,7 @@ impl<L: RawRef, M: Mode> Drop for Token<L, M> {
         // after it (foreign code) runs once the release is done, even if a wake-up in it
         // panics: the unwind drops this after the lock is released, and before `lock`
         // (an `Arc`, perhaps).
-        let _released = observe::releasing(lock.raw(), M::KIND, &held);
+        let _released = observe::releasing(lock.raw(), M::KIND, held);
         // SAFETY: a token exists only while its lock is owned in mode `M`.
         unsafe { M::release(lock.raw()) }
     }

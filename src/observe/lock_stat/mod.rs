@@ -39,7 +39,7 @@
 //!   upgrade is a write acquisition: its wait (while the other readers leave) is a write
 //!   wait, and it is a write contention if it had to wait.
 //! - **Exact**: every count (acquisitions, contentions, holds) and every wait.
-//!   **Sampled**: the times of holds that did not wait, one in 64 per thread and mode
+//!   **Sampled**: the times of holds that did not wait, one in 256 per thread and mode
 //!   (read or write, the first one on each thread included), timed with `Instant::now()`;
 //!   contended holds are all timed, and so is every hold of a lock with a "held too long"
 //!   threshold (`Policy::warn_held_longer_than`, with `tracing`). So each hold
@@ -74,7 +74,7 @@
 //! - Time: an uncontended read, the thread-local cache, one add and a countdown at the
 //!   acquire, nothing at the release; a write or upgradable read, that, two loads of the
 //!   coarse clock and the exclusive-holder slot (a few plain stores: exclusive holders
-//!   follow one another, so no read-modify-write); one hold in 64, two precise clock
+//!   follow one another, so no read-modify-write); one hold in 256, two precise clock
 //!   reads; a contended acquire, one precise clock read when it starts to wait and one at
 //!   the grant. No cache line is written by every acquire of every thread (the holder
 //!   slot, on a line of its own, by every exclusive acquire; the longest hold only by a

@@ -76,15 +76,17 @@ impl Slot {
     }
 
     /// Writes the slot as its one writer at this time (the exclusive holder): the count
-    /// made odd, the data, the count made even, with no read-modify-write.
+    /// made odd, the data, the count made even, with no read-modify-write. (The count is
+    /// even between writes: a slot written this way is written only this way, by one
+    /// writer at a time.)
     #[inline]
     pub(super) fn write_alone(&self, f: impl FnOnce(&Self)) {
         let seq = self.seq.load(Ordering::Relaxed);
-        self.seq.store(seq.wrapping_add(1) | 1, Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // The data stores below must not become visible before the odd count.
         fence(Ordering::Release);
         f(self);
-        self.seq.store((seq | 1).wrapping_add(1), Ordering::Release);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
     #[inline]
@@ -262,7 +264,7 @@ pub(super) struct Waited {
 /// and mode (read or write; the first one on each thread too): its two readings cost more
 /// than the lock itself. The others are counted, and an exclusive one timed by the
 /// coarse clock.
-pub(super) const SAMPLE_EVERY: u32 = 64;
+pub(super) const SAMPLE_EVERY: u32 = 256;
 
 impl LockStatState {
     pub(crate) const fn new() -> Self {
@@ -293,6 +295,11 @@ impl LockStatState {
             }
             None if time_all || local.is_none_or(|l| l.lock_stat.sample(access, SAMPLE_EVERY)) => {
                 block.wait_of(access).0.record_zero(owned);
+                // The coarse clock's lease is renewed here, in the slow path (see
+                // `clock`): the common path only reads the clock.
+                if let Some(local) = local {
+                    coarse_ns(Some(&local.lock_stat.lease));
+                }
                 (now_ns(), true, 0, None)
             }
             None => {
@@ -346,7 +353,7 @@ impl LockStatState {
                         Some(if access == Access::Read {
                             0
                         } else {
-                            coarse_ns(Some(&local.lock_stat.lease))
+                            coarse_ns(None)
                         })
                     },
                     || None,

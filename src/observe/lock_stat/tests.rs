@@ -117,7 +117,12 @@ fn the_longest_hold_keeps_the_max_with_its_site() {
     assert_eq!(read_hold.max(), Duration::from_nanos(100));
     assert_eq!(read_hold.total(), Duration::from_nanos(150));
     assert_eq!(block.write_hold.snapshot().count(), 1);
-    // A hold not timed, by the coarse clock: the longest hold if it is.
+    // A hold not timed, by the coarse clock: the longest hold if it is. (Its start is the
+    // epoch's first nanosecond: wait until the coarse clock, which may be this test's
+    // first reading of the crate's clock, is past 300 ns of it.)
+    while coarse_ns(None) <= 1_000 {
+        std::hint::spin_loop();
+    }
     let untimed = HoldStat::new(here, 1, false);
     assert!(s.end_untimed(&untimed, Access::UpgradableRead) > 300);
     assert_eq!(s.longest.read().unwrap().2, Access::UpgradableRead);
