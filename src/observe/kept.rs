@@ -269,7 +269,11 @@ impl std::fmt::Debug for Kept<'_> {
 }
 
 /// The compact hold of the lock of `raw` in mode `kind`, made again.
-#[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+#[cfg(all(
+    feature = "lock_stat",
+    not(feature = "lockdep"),
+    not(feature = "tracing")
+))]
 #[inline(always)]
 fn remade(raw: &ObservedLock, kind: WaiterKind) -> Held {
     Held::remake(raw, kind)
@@ -277,7 +281,11 @@ fn remade(raw: &ObservedLock, kind: WaiterKind) -> Held {
 
 /// See the form with `lock_stat` alone: no hold is compact in this build, so this is
 /// never called.
-#[cfg(not(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing"))))]
+#[cfg(not(all(
+    feature = "lock_stat",
+    not(feature = "lockdep"),
+    not(feature = "tracing")
+)))]
 #[inline(always)]
 fn remade(_: &ObservedLock, _: WaiterKind) -> Held {
     unreachable!("a compact hold in a build without compact holds")
@@ -333,7 +341,12 @@ impl<'a> Kept<'a> {
             Some(record) => unsafe { &*(*record.as_ptr()).lock },
             // SAFETY: a compact hold's pointer is one byte into a `&'a ObservedLock`
             // (`new`): back to its start, within it.
-            None => unsafe { self.ptr.byte_sub(COMPACT_BIT).cast::<ObservedLock>().as_ref() },
+            None => unsafe {
+                self.ptr
+                    .byte_sub(COMPACT_BIT)
+                    .cast::<ObservedLock>()
+                    .as_ref()
+            },
         }
     }
 

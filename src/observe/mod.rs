@@ -226,13 +226,21 @@ pub(crate) struct Held {
 /// ([`Held::remake`]), so that a borrowed token keeps no record for it ([`Kept`]): with
 /// `lock_stat` alone among the observers (no `lockdep`, no `tracing`), a hold that is not
 /// timed.
-#[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+#[cfg(all(
+    feature = "lock_stat",
+    not(feature = "lockdep"),
+    not(feature = "tracing")
+))]
 pub(crate) const COMPACT: bool = true;
 
 /// See the form with `lock_stat` alone.
 #[cfg(all(
     any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
-    not(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))
+    not(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    ))
 ))]
 pub(crate) const COMPACT: bool = false;
 
@@ -242,15 +250,27 @@ impl Held {
     /// [`COMPACT`].
     #[inline(always)]
     pub(crate) fn compact(&self) -> bool {
-        #[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+        #[cfg(all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        ))]
         return self.lock_stat.compact();
-        #[cfg(not(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing"))))]
+        #[cfg(not(all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        )))]
         false
     }
 
     /// The hold of the lock of `raw` in mode `kind` that was [`compact`](Self::compact),
     /// made again. Call it only while the hold lasts (before the raw release).
-    #[cfg(all(feature = "lock_stat", not(feature = "lockdep"), not(feature = "tracing")))]
+    #[cfg(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    ))]
     #[inline(always)]
     pub(crate) fn remake(raw: &ObservedLock, kind: WaiterKind) -> Self {
         Self {

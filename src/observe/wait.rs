@@ -146,11 +146,19 @@ impl Future for Waiting<'_> {
         }
         #[cfg(feature = "lock_stat")]
         if this.watch.since == 0 {
-            // The wait starts: the first poll, the node not yet linked.
-            let since = crate::lock_stat::now_ns();
+            // The wait starts: the first poll, the node not yet linked. Timed if sampled,
+            // or if a threshold of the lock's warnings needs every wait's and hold's time.
+            #[cfg(feature = "tracing")]
+            let time_all = {
+                let lock = this.acquire.lock();
+                lock.warn_held_ns() != u64::MAX || lock.warn_waited_ns() != u64::MAX
+            };
+            #[cfg(not(feature = "tracing"))]
+            let time_all = false;
+            let (since, record) = crate::lock_stat::wait_starts(this.acquire.kind(), time_all);
             this.watch.since = since;
             this.acquire.set_record(crate::raw::list::WaitRecord {
-                since,
+                since: record,
                 site: Some(this.watch.site.location()),
                 reported: false,
             });

@@ -71,6 +71,10 @@ pub(crate) struct LocalState {
     /// Read (and upgradable read) holds, and write holds, left until the next timed one.
     read_left: Cell<u32>,
     write_left: Cell<u32>,
+    /// Contended read (and upgradable read) waits, and write ones (upgrades included),
+    /// left until the next timed one.
+    read_wait_left: Cell<u32>,
+    write_wait_left: Cell<u32>,
     /// This thread's last renewal of the coarse clock's lease.
     pub(super) lease: Cell<u64>,
 }
@@ -80,6 +84,8 @@ impl LocalState {
         Self {
             read_left: Cell::new(0),
             write_left: Cell::new(0),
+            read_wait_left: Cell::new(0),
+            write_wait_left: Cell::new(0),
             lease: Cell::new(0),
         }
     }
@@ -107,11 +113,27 @@ impl LocalState {
         }
     }
 
+    /// Is this thread's next contended wait in mode `access` to be timed? One in `every`
+    /// per thread and mode, the first one included.
+    #[inline]
+    pub(super) fn sample_wait(&self, access: Access, every: u32) -> bool {
+        let left = match access {
+            Access::Write => &self.write_wait_left,
+            _ => &self.read_wait_left,
+        };
+        Self::countdown(left, every)
+    }
+
     /// Is this thread's next hold in mode `access` (that did not wait) to be timed? One in
     /// `every` per thread and mode, the first one included.
     #[inline]
     pub(super) fn sample(&self, access: Access, every: u32) -> bool {
-        let left = self.left(access);
+        Self::countdown(self.left(access), every)
+    }
+
+    /// Counts one down on `left`: `true` (and `left` set to `every - 1`) at 0.
+    #[inline]
+    fn countdown(left: &Cell<u32>, every: u32) -> bool {
         match left.get() {
             0 => {
                 left.set(every - 1);

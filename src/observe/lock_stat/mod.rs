@@ -102,7 +102,7 @@ use std::panic::Location;
 pub(crate) use self::clock::now_ns;
 pub use self::histogram::Histogram;
 pub(crate) use self::local::{LocalBlock, LocalState};
-pub(crate) use self::record::{Grant, HoldStat, LockStatState};
+pub(crate) use self::record::{wait_starts, Grant, HoldStat, LockStatState};
 pub use self::report::{Holder, LockStat, LongestHold};
 use crate::raw::list::WaiterKind;
 

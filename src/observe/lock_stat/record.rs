@@ -221,29 +221,77 @@ impl HoldStat {
 }
 
 /// A contended acquire's grant, handed by its lock future to the token made next
-/// ([`crate::observe::Wait`]): when it started to wait ([`now_ns`]). Its wait ends, and
-/// its hold starts, when the token is made (one clock reading): one word, so that it is
-/// passed in a register.
+/// ([`crate::observe::Wait`]): when it started to wait ([`wait_starts`]). A timed wait
+/// ends, and its hold starts, when the token is made (one clock reading); one that is not
+/// timed ([`UNTIMED_WAIT`] set) reads no clock there. One word, so that it is passed in a
+/// register.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Grant {
     since: NonZeroU64,
 }
 
+/// The bit of a [`Grant`]'s start that says its wait is not timed (only counted): its
+/// start is then the coarse clock's, for the wait record alone. Times are nanoseconds
+/// from the crate's clock epoch: they never reach it.
+const UNTIMED_WAIT: u64 = 1 << 63;
+
+/// Contended waits are timed with the precise clock one in this many per thread and mode
+/// (read or write; the first one on each thread too), or all of them on a lock with a "held too long" or
+/// "waited too long" threshold (feature `tracing`). The others are counted (a contention,
+/// a wait and a hold not timed). Each timed one reads the precise clock when it starts to
+/// wait, at its grant (its hold's start) and at its release: three readings, which would
+/// lengthen the critical sections of a contended lock and so its contention.
+pub(super) const WAIT_SAMPLE_EVERY: u32 = 16;
+
+/// A contended acquire in mode `kind` starts to wait, on a lock whose waits are all to be
+/// timed (`time_all`) or not: returns its grant's start (for [`Grant::since`]) and when it
+/// started to wait (for the wait record of its node: the precise clock's if the wait is
+/// timed, else the coarse clock's, which is never ahead of it).
+#[inline]
+pub(crate) fn wait_starts(kind: WaiterKind, time_all: bool) -> (u64, u64) {
+    let timed = time_all
+        || per_thread::with_local(|local| {
+            let timed = local
+                .lock_stat
+                .sample_wait(Access::of(kind), WAIT_SAMPLE_EVERY);
+            if timed {
+                // The coarse clock's lease, renewed here too (see `clock`).
+                coarse_ns(Some(&local.lock_stat.lease));
+            }
+            timed
+        });
+    if timed {
+        let now = now_ns();
+        (now, now)
+    } else {
+        let now = coarse_ns(None);
+        (now | UNTIMED_WAIT, now)
+    }
+}
+
 impl Grant {
-    /// The grant of an acquire that started to wait at `since` ([`now_ns`]; 0: it never
-    /// started to, `None`).
+    /// The grant of an acquire that started to wait at `since` ([`wait_starts`]; 0: it
+    /// never started to, `None`).
     #[inline]
     pub(crate) fn since(since: u64) -> Option<Self> {
         NonZeroU64::new(since).map(|since| Self { since })
     }
 
-    /// The wait ends now, for the acquire called at `site`: one clock reading, which is
-    /// also its hold's start.
+    /// The wait ends now, for the acquire called at `site`: if it is timed, one clock
+    /// reading, which is also its hold's start; else none (`at` 0).
     #[inline]
     fn ends(self, site: Site) -> Waited {
+        let since = self.since.get();
+        if since & UNTIMED_WAIT != 0 {
+            return Waited {
+                wait_ns: 0,
+                at: 0,
+                site,
+            };
+        }
         let at = now_ns();
         Waited {
-            wait_ns: at.saturating_sub(self.since.get()),
+            wait_ns: at.saturating_sub(since),
             at,
             site,
         }
@@ -253,8 +301,10 @@ impl Grant {
 /// A contended acquire's wait, ended ([`Grant::ends`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Waited {
+    /// How long it waited (0 if it is not timed).
     pub(super) wait_ns: u64,
-    /// When it ended ([`now_ns`]): the hold's start.
+    /// When it ended ([`now_ns`]): the hold's start; 0 if it is not timed (then neither
+    /// is its hold: both are counted).
     pub(super) at: u64,
     /// Where the waiting acquire was called (for an upgrade: the `upgrade` call).
     pub(super) site: Site,
@@ -290,8 +340,16 @@ impl LockStatState {
             Some(Waited { wait_ns, at, site }) => {
                 let (wait, contentions) = block.wait_of(access);
                 add(contentions, 1, owned);
-                wait.record(wait_ns, owned);
-                (at, true, wait_ns, Some(site))
+                if at == 0 {
+                    // A wait not timed: it and its hold are counted now, the hold
+                    // started as one that did not wait and is not timed.
+                    add(&wait.untimed, 1, owned);
+                    add(&block.hold_of(access).untimed, 1, owned);
+                    (Self::untimed_start(local, access), false, 0, Some(site))
+                } else {
+                    wait.record(wait_ns, owned);
+                    (at, true, wait_ns, Some(site))
+                }
             }
             None if time_all || local.is_none_or(|l| l.lock_stat.sample(access, SAMPLE_EVERY)) => {
                 block.wait_of(access).0.record_zero(owned);
@@ -440,12 +498,14 @@ impl LockStatState {
     #[cold]
     #[inline(never)]
     fn longest_hold(&self, hold: &HoldStat, ns: u64, access: Access) {
-        self.longest
-            .write(|max| ns > max, |slot| {
+        self.longest.write(
+            |max| ns > max,
+            |slot| {
                 if let Some(site) = hold.site {
                     slot.set(site, ns, access);
                 }
-            });
+            },
+        );
     }
 
     /// The lock held as `hold` turned from `from` into `to`, after `grant` (an upgrade
