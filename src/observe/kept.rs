@@ -350,6 +350,19 @@ impl<'a> Kept<'a> {
         }
     }
 
+    /// The lock and the hold (held in mode `kind`) made again, if the hold is compact
+    /// (then this owns no record: its drop does nothing).
+    #[inline(always)]
+    pub(crate) fn compact(&self, kind: WaiterKind) -> Option<(&'a ObservedLock, Held)> {
+        match self.record() {
+            Some(_) => None,
+            None => {
+                let lock = self.lock();
+                Some((lock, remade(lock, kind)))
+            }
+        }
+    }
+
     /// The hold (held in mode `kind`), to update: a compact one is given a record now.
     #[inline]
     pub(crate) fn held_mut(&mut self, kind: WaiterKind) -> &mut Held {

@@ -57,6 +57,15 @@ pub(crate) unsafe trait RawRef: Sized {
 
     /// The reference and the hold (held in mode `kind`) back.
     fn unkeep(kept: Self::Kept, kind: WaiterKind) -> (Self, Held);
+
+    /// The raw lock of a kept reference whose hold is compact (`lock_stat` alone, a hold
+    /// not timed), with that hold (held in mode `kind`) made again: `Some` only if the
+    /// kept value owns nothing (its drop would do nothing, and so may be skipped).
+    #[inline(always)]
+    fn kept_compact(kept: &Self::Kept, kind: WaiterKind) -> Option<(&ObservedLock, Held)> {
+        let _ = (kept, kind);
+        None
+    }
 }
 
 // SAFETY: the reference points to one lock, alive for `'a`; `Kept` keeps that reference.
@@ -93,6 +102,12 @@ unsafe impl<'a> RawRef for &'a ObservedLock {
     #[inline(always)]
     fn unkeep(kept: Self::Kept, kind: WaiterKind) -> (Self, Held) {
         kept.into_parts(kind)
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn kept_compact(kept: &Self::Kept, kind: WaiterKind) -> Option<(&ObservedLock, Held)> {
+        kept.compact(kind)
     }
 
     #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
@@ -403,6 +418,40 @@ impl<L: RawRef, M: Mode> Token<L, M> {
 impl<L: RawRef, M: Mode> Drop for Token<L, M> {
     #[inline(always)]
     fn drop(&mut self) {
+        // The common case inline (`lock_stat` alone, a hold not timed): nothing kept to
+        // give back, the hold made again from the lock, no register kept across a call.
+        // The others out of line.
+        if let Some((lock, held)) = L::kept_compact(&self.kept, M::KIND) {
+            // `kept` owns nothing (`kept_compact`): not dropped, nothing lost.
+            let _released = observe::releasing(lock, M::KIND, held);
+            // SAFETY: a token exists only while its lock is owned in mode `M`.
+            unsafe { M::release(lock) };
+            return;
+        }
+        self.drop_kept();
+    }
+}
+
+impl<L: RawRef, M: Mode> Token<L, M> {
+    /// The token's `Drop`, for a hold that is not compact: out of line in the builds
+    /// that have compact holds (`lock_stat` alone), inline in the others.
+    #[cfg_attr(
+        all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        ),
+        inline(never)
+    )]
+    #[cfg_attr(
+        not(all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        )),
+        inline(always)
+    )]
+    fn drop_kept(&mut self) {
         // SAFETY: `kept` is taken once, here, and the token is gone after this. (A
         // borrowed guard's record goes back to its pool now, before the release.)
         let (lock, held) = L::unkeep(unsafe { ManuallyDrop::take(&mut self.kept) }, M::KIND);
