@@ -291,7 +291,7 @@ impl Blocks {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "lock_stat"))]
 impl Blocks {
     /// How many thread blocks the lock has.
     pub(crate) fn len(&self) -> usize {

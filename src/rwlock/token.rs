@@ -68,6 +68,11 @@ pub(crate) unsafe trait RawRef: Sized {
     }
 }
 
+// (`'a` is named for `Kept` with the observers' features: without them it is not needed.)
+#[cfg_attr(
+    not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")),
+    allow(clippy::needless_lifetimes)
+)]
 // SAFETY: the reference points to one lock, alive for `'a`; `Kept` keeps that reference.
 unsafe impl<'a> RawRef for &'a ObservedLock {
     #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
