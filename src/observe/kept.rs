@@ -275,7 +275,7 @@ impl std::fmt::Debug for Kept<'_> {
     not(feature = "tracing")
 ))]
 #[inline(always)]
-fn remade(raw: &ObservedLock, kind: WaiterKind) -> Held {
+pub(crate) fn remade(raw: &ObservedLock, kind: WaiterKind) -> Held {
     Held::remake(raw, kind)
 }
 
@@ -287,7 +287,7 @@ fn remade(raw: &ObservedLock, kind: WaiterKind) -> Held {
     not(feature = "tracing")
 )))]
 #[inline(always)]
-fn remade(_: &ObservedLock, _: WaiterKind) -> Held {
+pub(crate) fn remade(_: &ObservedLock, _: WaiterKind) -> Held {
     unreachable!("a compact hold in a build without compact holds")
 }
 
@@ -350,16 +350,13 @@ impl<'a> Kept<'a> {
         }
     }
 
-    /// The lock and the hold (held in mode `kind`) made again, if the hold is compact
-    /// (then this owns no record: its drop does nothing).
+    /// The lock, if the hold is compact (then this owns no record: its drop does
+    /// nothing).
     #[inline(always)]
-    pub(crate) fn compact(&self, kind: WaiterKind) -> Option<(&'a ObservedLock, Held)> {
+    pub(crate) fn compact_lock(&self) -> Option<&'a ObservedLock> {
         match self.record() {
             Some(_) => None,
-            None => {
-                let lock = self.lock();
-                Some((lock, remade(lock, kind)))
-            }
+            None => Some(self.lock()),
         }
     }
 

@@ -397,6 +397,41 @@ pub(crate) fn releasing(raw: &ObservedLock, kind: WaiterKind, held: Held) -> Aft
     AfterRelease(std::marker::PhantomData)
 }
 
+/// The release of a compact hold (one [`Held::compact`], kept in no record) of the lock
+/// of `raw` in mode `kind`, just before the raw release: `true` if the observers have
+/// nothing to record (a read hold; an exclusive one not the longest by the coarse clock,
+/// which ticks), with no call; `false` if they have, then call [`releasing_compact`].
+/// Only with `lock_stat` alone (no hold is compact in the other builds: `false`).
+#[inline(always)]
+pub(crate) fn released_compact(raw: &ObservedLock, kind: WaiterKind) -> bool {
+    #[cfg(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    ))]
+    return raw.observe.lock_stat.released_compact(kind);
+    #[cfg(not(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    )))]
+    false
+}
+
+/// [`releasing`] for a compact hold, made again from the lock.
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+#[inline]
+pub(crate) fn releasing_compact(raw: &ObservedLock, kind: WaiterKind) -> AfterRelease<'_> {
+    releasing(raw, kind, kept::remade(raw, kind))
+}
+
+/// See the observers' form: no hold is compact without them.
+#[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+#[inline]
+pub(crate) fn releasing_compact(raw: &ObservedLock, kind: WaiterKind) -> AfterRelease<'_> {
+    releasing(raw, kind, Held {})
+}
+
 /// The lock of `raw` held in mode `kind` as `held` has been released (a hold handed over,
 /// [`InFlight`]): [`releasing`] and what runs after the raw release, at once.
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]

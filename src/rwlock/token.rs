@@ -59,11 +59,11 @@ pub(crate) unsafe trait RawRef: Sized {
     fn unkeep(kept: Self::Kept, kind: WaiterKind) -> (Self, Held);
 
     /// The raw lock of a kept reference whose hold is compact (`lock_stat` alone, a hold
-    /// not timed), with that hold (held in mode `kind`) made again: `Some` only if the
-    /// kept value owns nothing (its drop would do nothing, and so may be skipped).
+    /// not timed: made again from the lock, [`observe::releasing_compact`]): `Some` only
+    /// if the kept value owns nothing (its drop would do nothing, and so may be skipped).
     #[inline(always)]
-    fn kept_compact(kept: &Self::Kept, kind: WaiterKind) -> Option<(&ObservedLock, Held)> {
-        let _ = (kept, kind);
+    fn kept_compact(kept: &Self::Kept) -> Option<&ObservedLock> {
+        let _ = kept;
         None
     }
 }
@@ -111,8 +111,8 @@ unsafe impl<'a> RawRef for &'a ObservedLock {
 
     #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
     #[inline(always)]
-    fn kept_compact(kept: &Self::Kept, kind: WaiterKind) -> Option<(&ObservedLock, Held)> {
-        kept.compact(kind)
+    fn kept_compact(kept: &Self::Kept) -> Option<&ObservedLock> {
+        kept.compact_lock()
     }
 
     #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
@@ -426,14 +426,32 @@ impl<L: RawRef, M: Mode> Drop for Token<L, M> {
         // The common case inline (`lock_stat` alone, a hold not timed): nothing kept to
         // give back, the hold made again from the lock, no register kept across a call.
         // The others out of line.
-        if let Some((lock, held)) = L::kept_compact(&self.kept, M::KIND) {
-            // `kept` owns nothing (`kept_compact`): not dropped, nothing lost.
-            let _released = observe::releasing(lock, M::KIND, held);
-            // SAFETY: a token exists only while its lock is owned in mode `M`.
-            unsafe { M::release(lock) };
+        if let Some(lock) = L::kept_compact(&self.kept) {
+            // `kept` owns nothing (`kept_compact`): not dropped, nothing lost. The
+            // observers' common case has nothing to record (no call, so no register kept
+            // across one); any other is recorded out of line, with the release.
+            if observe::released_compact(lock, M::KIND) {
+                // SAFETY: a token exists only while its lock is owned in mode `M`.
+                unsafe { M::release(lock) };
+            } else {
+                Self::release_compact(lock);
+            }
             return;
         }
         self.drop_kept();
+    }
+}
+
+impl<L: RawRef, M: Mode> Token<L, M> {
+    /// The release of a compact hold that [`observe::released_compact`] left to the
+    /// observers' full path: out of line, the raw release included.
+    #[cold]
+    #[inline(never)]
+    fn release_compact(lock: &ObservedLock) {
+        let _released = observe::releasing_compact(lock, M::KIND);
+        // SAFETY: called by the token's `Drop` (the token is gone after it), which owned
+        // the lock in mode `M`.
+        unsafe { M::release(lock) }
     }
 }
 

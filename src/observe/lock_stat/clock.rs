@@ -83,6 +83,14 @@ pub(super) fn coarse_ns(lease: Option<&std::cell::Cell<u64>>) -> u64 {
     t
 }
 
+/// The coarse clock's last tick, 0 if it is stopped (no restart: the caller reads
+/// [`coarse_ns`] then).
+#[cfg(not(feature = "tracing"))]
+#[inline(always)]
+pub(super) fn coarse_ticking() -> u64 {
+    COARSE.load(Relaxed)
+}
+
 /// The coarse clock is stopped (or never started): a precise reading, and the ticking
 /// thread (re)started.
 #[cold]

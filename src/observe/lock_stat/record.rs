@@ -9,6 +9,8 @@ use std::ptr;
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
+#[cfg(not(feature = "tracing"))]
+use super::clock::coarse_ticking;
 use super::clock::{coarse_ns, now_ns};
 use super::histogram::Histogram;
 use super::local::LocalBlock;
@@ -600,6 +602,22 @@ impl LockStatState {
     #[inline]
     pub(super) fn set_holder(&self, site: &'static Location<'static>, at: u64, access: Access) {
         self.holder.0.write_alone(|slot| slot.set(site, at, access));
+    }
+
+    /// The release of a hold in mode `kind` that was not timed ([`HoldStat::compact`]):
+    /// `true` if there is nothing to record (a read hold; an exclusive one, by the coarse
+    /// clock while it ticks, no longer than the longest hold), with no call; else `false`
+    /// (then [`released`](Self::released) records it). A load of the holder slot's start
+    /// (this hold's: it writes the slot while it lasts), of the clock and of the longest.
+    #[cfg(not(feature = "tracing"))]
+    #[inline(always)]
+    pub(crate) fn released_compact(&self, kind: WaiterKind) -> bool {
+        if Access::of(kind) == Access::Read {
+            return true;
+        }
+        let start = self.holder.0.ns.load(Ordering::Relaxed);
+        let now = coarse_ticking();
+        now != 0 && now.saturating_sub(start) <= self.longest.ns.load(Ordering::Relaxed)
     }
 
     /// A hold in mode `kind` that was not timed ([`HoldStat::compact`]), made again while
