@@ -69,15 +69,15 @@
 //! # What it costs
 //!
 //! Measured on a 2-core AMD EPYC VM (other sessions idle during the measurement),
-//! release, `bench/src/bin/observe_cost.rs`, medians of 3 interleaved runs
-//! (`BUILDS="none stats lock_stat lockdep" scripts/observe-cost.sh 3 1`, at `e407bff`;
+//! release, `bench/src/bin/observe_cost.rs`, medians of 5 interleaved runs
+//! (`BUILDS="none stats lock_stat lockdep" scripts/observe-cost.sh 5 1`, at `390ab48`;
 //! `stats`: the event counters alone, which `lock_stat` builds on):
 //!
 //! | | `read().await` + drop | `write().await` + drop | 8 tasks, one lock, tiny sections, 2 workers | a lock per task, 2 workers / 1 |
 //! |---|---|---|---|---|
-//! | without observers | 5.6 ns | 4.8 ns | 5.27 M acquires/s | x1.73 |
-//! | `stats` | 6.3 ns (1.12x) | 4.8 ns (1.00x) | 5.23 M acquires/s (0.99x) | x1.74 |
-//! | `lock_stat` | 7.7 ns (1.38x) | 8.1 ns (1.69x) | 5.07 M acquires/s (0.96x) | x1.83 |
+//! | without observers | 5.6 ns | 4.9 ns | 5.27 M acquires/s | x1.72 |
+//! | `stats` | 6.3 ns (1.12x) | 4.8 ns (0.98x) | 5.14 M acquires/s (0.98x) | x1.80 |
+//! | `lock_stat` | 7.9 ns (1.41x) | 6.9 ns (1.41x) | 5.02 M acquires/s (0.95x) | x1.78 |
 //!
 //! (Before the blocks per thread, on a loaded machine: 3.38x, 8.14x and 0.49x.)
 //!
@@ -85,8 +85,8 @@
 //!   acquire, nothing at the release (its guard keeps no record: the token is the lock's
 //!   address with a bit set); a write or upgradable read, that, two loads of the coarse
 //!   clock and the exclusive-holder slot (a few plain stores: exclusive holders follow
-//!   one another, so no read-modify-write), and at the release the slot's start read
-//!   back; one hold in 256, two precise clock reads; a contended acquire, one precise
+//!   one another, so no read-modify-write), and at the release the slot's start, the
+//!   clock and the longest hold read back and compared, with no call; one hold in 256, two precise clock reads; a contended acquire, one precise
 //!   clock read when it starts to wait, one at the grant and one at the release if its
 //!   wait is one of the 16 timed, else a load of the coarse clock. No cache line is
 //!   written by every acquire of every thread (the holder slot, on a line of its own, by

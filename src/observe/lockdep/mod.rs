@@ -261,12 +261,12 @@
 //! of chains already checked (a read lock). Only a chain new to the process (or to a
 //! second holder) takes the process-wide mutex of the class graph, adds its orders and
 //! searches the graph for a cycle. So locks private to their tasks scale with workers as
-//! without the feature. Measured at `e407bff` on a 2-core AMD EPYC VM
-//! (`BUILDS="none stats lock_stat lockdep" scripts/observe-cost.sh 3 1`, medians of 3
-//! interleaved runs): an uncontended `read().await` + drop 43.4 ns (7.75x the build
-//! without observers), a write 43.1 ns (8.98x), 8 tasks on one lock at 2 workers 0.94x,
-//! a lock per task 0.11x at 1 worker and 0.12x at 2, scaling x1.97 from 1 to 2 workers
-//! (x1.73 without observers); by callgrind (`scripts/instructions.sh 100000 --features
+//! without the feature. Measured at `390ab48` on a 2-core AMD EPYC VM
+//! (`BUILDS="none stats lock_stat lockdep" scripts/observe-cost.sh 5 1`, medians of 5
+//! interleaved runs): an uncontended `read().await` + drop 44.3 ns (7.91x the build
+//! without observers), a write 43.1 ns (8.80x), 8 tasks on one lock at 2 workers 0.92x,
+//! a lock per task 0.11x at 1 worker and 0.12x at 2, scaling x1.91 from 1 to 2 workers
+//! (x1.72 without observers); by callgrind (`scripts/instructions.sh 100000 --features
 //! lockdep`), 587.5 and 574.5 instructions (57.5 and 48.5 without). More in the
 //! repository's `docs/performance.md` (*What observing costs*). The graph only grows, by one entry
 //! per class and per order seen, and the table of chains by one entry per chain. With
