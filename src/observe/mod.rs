@@ -17,11 +17,14 @@
 //!   panic drops the token, which releases the lock (and calls [`released`]).
 //! - [`changed`]: after a mode change (a downgrade, an upgrade), once the token of the new
 //!   mode exists: update the [`Held`] first, then run any foreign code.
-//! - [`released`]: after the raw release (the lock may already be someone else's); the
-//!   token's lock reference (an owned guard's `Arc`) is still alive. Foreign code may run.
-//!   It runs from a drop guard ([`InFlight`]) made before the raw release, so that a
-//!   release whose wake-up panics (a waiter's `Waker::wake`) still runs it, during the
-//!   unwind.
+//! - [`releasing`]: just before the raw release, the records (lockdep takes the lock off
+//!   its holder's set, `lock_stat` ends the hold): **no foreign code, never a panic**, so
+//!   that nothing is skipped whatever the release does. It returns the guard of what runs
+//!   after the raw release ([`AfterRelease`], with `tracing` only: the lock may already be
+//!   someone else's; the token's lock reference, an owned guard's `Arc`, is still alive),
+//!   where foreign code may run: dropped after the release, by an unwind too (a release
+//!   whose wake-up panics, a waiter's `Waker::wake`). [`released`] is both at once, for a
+//!   hold handed over ([`InFlight`]) whose lock was released by a future's drop.
 //!
 //! A release (and an acquire's end, its `contention_end` event) may run while the thread
 //! is already unwinding: a guard or a lock future dropped by a panic. A second panic
@@ -38,15 +41,21 @@
 
 #[cfg(all(tokio_unstable, feature = "tracing"))]
 pub(crate) mod console;
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+mod kept;
 #[cfg(feature = "lock_stat")]
 pub mod lock_stat;
 #[cfg(feature = "lockdep")]
 pub mod lockdep;
+#[cfg(feature = "stats")]
+pub(crate) mod per_thread;
 mod wait;
 
 use std::future::Future;
 use std::task::{Context, Poll};
 
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+pub(crate) use self::kept::Kept;
 pub(crate) use self::wait::{Wait, Waiting};
 use crate::raw::list::WaiterKind;
 use crate::raw::policy::Policy;
@@ -203,7 +212,7 @@ impl LockObserve {
 
 /// Per-hold state of the observers: carried by every lock token, from [`acquired`] to
 /// [`released`], across mode changes.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Held {
     /// Which holder's held set the lock is in (feature `lockdep`).
     #[cfg(feature = "lockdep")]
@@ -211,6 +220,63 @@ pub(crate) struct Held {
     /// Where and when the hold began (feature `lock_stat`).
     #[cfg(feature = "lock_stat")]
     lock_stat: crate::lock_stat::HoldStat,
+}
+
+/// Whether a [`Held`] can be given up and made again from its lock alone
+/// ([`Held::remake`]), so that a borrowed token keeps no record for it ([`Kept`]): with
+/// `lock_stat` alone among the observers (no `lockdep`, no `tracing`), a hold that is not
+/// timed.
+#[cfg(all(
+    feature = "lock_stat",
+    not(feature = "lockdep"),
+    not(feature = "tracing")
+))]
+pub(crate) const COMPACT: bool = true;
+
+/// See the form with `lock_stat` alone.
+#[cfg(all(
+    any(feature = "lock_stat", feature = "lockdep", feature = "tracing"),
+    not(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    ))
+))]
+pub(crate) const COMPACT: bool = false;
+
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+impl Held {
+    /// Whether this hold can be made again from its lock ([`Held::remake`]): see
+    /// [`COMPACT`].
+    #[inline(always)]
+    pub(crate) fn compact(&self) -> bool {
+        #[cfg(all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        ))]
+        return self.lock_stat.compact();
+        #[cfg(not(all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        )))]
+        false
+    }
+
+    /// The hold of the lock of `raw` in mode `kind` that was [`compact`](Self::compact),
+    /// made again. Call it only while the hold lasts (before the raw release).
+    #[cfg(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    ))]
+    #[inline(always)]
+    pub(crate) fn remake(raw: &ObservedLock, kind: WaiterKind) -> Self {
+        Self {
+            lock_stat: raw.observe.lock_stat.remake(kind),
+        }
+    }
 }
 
 /// An acquire of `raw` in mode `kind` starts, from `site`. See the module documentation.
@@ -237,6 +303,7 @@ pub(crate) fn acquired(raw: &ObservedLock, kind: WaiterKind, site: Site, wait: W
         lockdep: crate::lockdep::acquired(&raw.observe.lockdep, kind, site.location()),
         #[cfg(feature = "lock_stat")]
         lock_stat: raw.observe.lock_stat.acquired(
+            &raw.raw.stats,
             kind,
             site.location(),
             wait.lock_stat,
@@ -265,15 +332,16 @@ pub(crate) fn entered(raw: &ObservedLock, kind: WaiterKind, held: &Held) {
     foreign(|| crate::lock_stat::warn::waited(raw, kind, &held.lock_stat, None));
 }
 
-/// The lock of `raw` held as `held` has turned from mode `from` into mode `to`, after
-/// `wait` (an upgrade's; [`Wait::NONE`] for the others).
+/// The lock of `raw` held as `held` has turned from mode `from` into mode `to`: by an
+/// upgrade that could wait, called at the site given with its `wait` (`upgrade`), or by
+/// a mode change that cannot (`None`: a downgrade, `try_upgrade`).
 #[inline]
 pub(crate) fn changed(
     raw: &ObservedLock,
     from: WaiterKind,
     to: WaiterKind,
     held: &mut Held,
-    wait: Wait,
+    upgrade: Option<(Wait, Site)>,
 ) {
     // Lockdep, then `lock_stat`, first: they update the hold; lockdep runs no foreign
     // code, `lock_stat` none but its warning.
@@ -281,11 +349,16 @@ pub(crate) fn changed(
     crate::lockdep::changed(&mut held.lockdep, to);
     #[cfg(feature = "lock_stat")]
     {
+        let (grant, site) = match upgrade {
+            Some((wait, site)) => (wait.lock_stat, Some(site.location())),
+            None => (None, None),
+        };
         let site = raw.observe.lock_stat.changed(
+            &raw.raw.stats,
             from,
             to,
             &mut held.lock_stat,
-            wait.lock_stat,
+            grant.zip(site),
             time_all(raw),
         );
         #[cfg(feature = "tracing")]
@@ -297,28 +370,108 @@ pub(crate) fn changed(
     raw.observe.console.update(raw, Some(from), Some(to));
 }
 
-/// The lock of `raw` held in mode `kind` as `held` has been released. Called by
-/// [`InFlight`]'s drop (which exists only with an observer that has a release hook).
-#[cfg_attr(
-    not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")),
-    allow(dead_code)
-)]
-#[inline]
-pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: Held) {
-    // Lockdep (no foreign code: takes the lock off its holder's set), then `lock_stat`,
-    // first: their records need no foreign code (a panicking console update would
-    // otherwise skip them).
+/// The lock of `raw` held in mode `kind` as `held` is being released, just before the
+/// raw release: the records of lockdep (takes the lock off its holder's set) and of
+/// `lock_stat` (the hold's end), which run no foreign code and never panic. Returns the
+/// guard of what runs after the raw release ([`AfterRelease`]): keep it until then.
+#[inline(always)]
+pub(crate) fn releasing(raw: &ObservedLock, kind: WaiterKind, held: Held) -> AfterRelease<'_> {
     #[cfg(feature = "lockdep")]
-    crate::lockdep::released(held.lockdep);
+    crate::lockdep::released(&held.lockdep);
     #[cfg(feature = "lock_stat")]
-    let held_ns = raw.observe.lock_stat.released(kind, &held.lock_stat);
-    #[cfg(all(tokio_unstable, feature = "tracing"))]
-    raw.observe.console.update(raw, Some(kind), None);
-    // Also from a guard (or an upgrade in flight) dropped by an unwind: `foreign`.
-    #[cfg(all(feature = "lock_stat", feature = "tracing"))]
-    foreign(|| crate::lock_stat::warn::released(raw, kind, &held.lock_stat, held_ns));
+    let held_ns = raw
+        .observe
+        .lock_stat
+        .released(&raw.raw.stats, kind, &held.lock_stat);
     #[cfg(all(feature = "lock_stat", not(feature = "tracing")))]
     let _ = held_ns;
+    #[cfg(feature = "tracing")]
+    return AfterRelease {
+        raw,
+        kind,
+        held,
+        #[cfg(feature = "lock_stat")]
+        held_ns,
+    };
+    #[cfg(not(feature = "tracing"))]
+    AfterRelease(std::marker::PhantomData)
+}
+
+/// The release of a compact hold (one [`Held::compact`], kept in no record) of the lock
+/// of `raw` in mode `kind`, just before the raw release: `true` if the observers have
+/// nothing to record (a read hold; an exclusive one not the longest by the coarse clock,
+/// which ticks), with no call; `false` if they have, then call [`releasing_compact`].
+/// Only with `lock_stat` alone (no hold is compact in the other builds: `false`).
+#[inline(always)]
+pub(crate) fn released_compact(raw: &ObservedLock, kind: WaiterKind) -> bool {
+    #[cfg(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    ))]
+    return raw.observe.lock_stat.released_compact(kind);
+    #[cfg(not(all(
+        feature = "lock_stat",
+        not(feature = "lockdep"),
+        not(feature = "tracing")
+    )))]
+    false
+}
+
+/// [`releasing`] for a compact hold, made again from the lock.
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+#[inline]
+pub(crate) fn releasing_compact(raw: &ObservedLock, kind: WaiterKind) -> AfterRelease<'_> {
+    releasing(raw, kind, kept::remade(raw, kind))
+}
+
+/// See the observers' form: no hold is compact without them.
+#[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+#[inline]
+pub(crate) fn releasing_compact(raw: &ObservedLock, kind: WaiterKind) -> AfterRelease<'_> {
+    releasing(raw, kind, Held {})
+}
+
+/// The lock of `raw` held in mode `kind` as `held` has been released (a hold handed over,
+/// [`InFlight`]): [`releasing`] and what runs after the raw release, at once.
+#[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+#[inline]
+pub(crate) fn released(raw: &ObservedLock, kind: WaiterKind, held: Held) {
+    // Dropped at the end of this call: what runs after the release (zero-sized, with no
+    // `Drop`, without `tracing`).
+    let _after = releasing(raw, kind, held);
+}
+
+/// What the observers do once a lock has been released (the lock may already be someone
+/// else's; a token's lock reference, an owned guard's `Arc`, is still alive), which may
+/// run foreign code: `tracing`'s events (tokio-console's update, `lock_stat`'s "held too
+/// long" warning). Made by [`releasing`] before the raw release, it runs when dropped,
+/// after it, by an unwind too (a release whose wake-up panics). Zero-sized, with no
+/// `Drop`, without the feature `tracing`.
+#[cfg(feature = "tracing")]
+pub(crate) struct AfterRelease<'a> {
+    raw: &'a ObservedLock,
+    kind: WaiterKind,
+    held: Held,
+    /// The hold's length, for its warning.
+    #[cfg(feature = "lock_stat")]
+    held_ns: u64,
+}
+
+/// See the form with `tracing`.
+#[cfg(not(feature = "tracing"))]
+pub(crate) struct AfterRelease<'a>(std::marker::PhantomData<&'a ObservedLock>);
+
+#[cfg(feature = "tracing")]
+impl Drop for AfterRelease<'_> {
+    fn drop(&mut self) {
+        let (raw, kind, held) = (self.raw, self.kind, &self.held);
+        #[cfg(all(tokio_unstable, feature = "tracing"))]
+        raw.observe.console.update(raw, Some(kind), None);
+        // Also from a guard (or an upgrade in flight) dropped by an unwind: `foreign`.
+        #[cfg(feature = "lock_stat")]
+        foreign(|| crate::lock_stat::warn::released(raw, kind, &held.lock_stat, self.held_ns));
+    }
 }
 
 /// The [`Held`] of a lock handed to a future that may be dropped unfinished (an upgrade in
@@ -395,7 +548,7 @@ impl<'a> InFlight<'a> {
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if let Some(held) = self.held.take() {
+        if let Some(held) = self.held {
             released(self.raw, self.kind, held);
         }
     }

@@ -25,10 +25,10 @@ use crate::raw::RawRwLock;
 
 /// What an acquire waited, handed from its [`Waiting`] future to the token made next
 /// ([`super::acquired`], or [`super::changed`] for an upgrade). Zero-sized without the
-/// feature `lock_stat`.
+/// feature `lock_stat`; one word with it (so that it is passed in a register).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Wait {
-    /// The contended acquire's wait (`None`: it did not wait).
+    /// The contended acquire's wait, from its start (`None`: it did not wait).
     #[cfg(feature = "lock_stat")]
     pub(crate) lock_stat: Option<crate::lock_stat::Grant>,
 }
@@ -127,10 +127,7 @@ impl Watch<'_> {
     fn granted(&self) -> Wait {
         Wait {
             #[cfg(feature = "lock_stat")]
-            lock_stat: Some(crate::lock_stat::Grant::now(
-                self.since,
-                self.site.location(),
-            )),
+            lock_stat: crate::lock_stat::Grant::since(self.since),
         }
     }
 }
@@ -149,11 +146,19 @@ impl Future for Waiting<'_> {
         }
         #[cfg(feature = "lock_stat")]
         if this.watch.since == 0 {
-            // The wait starts: the first poll, the node not yet linked.
-            let since = crate::lock_stat::now_ns();
+            // The wait starts: the first poll, the node not yet linked. Timed if sampled,
+            // or if a threshold of the lock's warnings needs every wait's and hold's time.
+            #[cfg(feature = "tracing")]
+            let time_all = {
+                let lock = this.acquire.lock();
+                lock.warn_held_ns() != u64::MAX || lock.warn_waited_ns() != u64::MAX
+            };
+            #[cfg(not(feature = "tracing"))]
+            let time_all = false;
+            let (since, record) = crate::lock_stat::wait_starts(this.acquire.kind(), time_all);
             this.watch.since = since;
             this.acquire.set_record(crate::raw::list::WaitRecord {
-                since,
+                since: record,
                 site: Some(this.watch.site.location()),
                 reported: false,
             });

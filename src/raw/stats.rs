@@ -1,16 +1,22 @@
 //! Lock-event counters, named after the kernel's `lock_events_list.h` (`rwsem_*`).
 //!
-//! With the `stats` feature each lock carries one relaxed `AtomicU64` per event; without
-//! it the counters are a zero-sized type and every `lockevent!` compiles to nothing.
+//! With the `stats` feature each lock counts its events per thread, as the kernel counts
+//! them per CPU: each thread that uses the lock adds to a block of counters of its own
+//! ([`Events`], in the lock's blocks of `crate::observe::per_thread`), with a load and a
+//! store, and [`RwLock::stats`](crate::RwLock::stats) adds the blocks up. So counting an
+//! event writes no cache line that another thread writes. Without the feature the
+//! counters are a zero-sized type and every `lockevent!` compiles to nothing.
 
 macro_rules! lock_events {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
         /// A snapshot of one lock's event counters (feature `stats`).
         ///
         /// Each field counts events since the lock was created; the names follow the
-        /// kernel's `rwsem_*` lock events. Counters are updated with relaxed atomics, so a
-        /// snapshot taken while the lock is in use is approximate, and exact once every
-        /// task has finished with the lock.
+        /// kernel's `rwsem_*` lock events. Each thread counts into a block of its own, and
+        /// the snapshot adds the blocks up with relaxed loads, so a snapshot taken while
+        /// the lock is in use is approximate, and exact once every task has finished with
+        /// the lock (and the reading thread has synchronised with them, as joining them
+        /// does).
         #[cfg(feature = "stats")]
         #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -39,22 +45,27 @@ macro_rules! lock_events {
             }
         }
 
+        /// One thread's counters of one lock's events (or the lock's shared ones), in its
+        /// block (`crate::observe::per_thread::Block`).
         #[cfg(feature = "stats")]
         #[derive(Debug, Default)]
-        pub(crate) struct Counters {
+        pub(crate) struct Events {
             $( pub(crate) $name: std::sync::atomic::AtomicU64, )*
         }
 
         #[cfg(feature = "stats")]
-        impl Counters {
+        impl Events {
             pub(crate) const fn new() -> Self {
                 Self { $( $name: std::sync::atomic::AtomicU64::new(0), )* }
             }
 
-            pub(crate) fn snapshot(&self) -> LockStats {
-                LockStats {
-                    $( $name: self.$name.load(std::sync::atomic::Ordering::Relaxed), )*
-                }
+            /// Adds these counters into `stats` (the fold of a lock's blocks).
+            pub(crate) fn fold_into(&self, stats: &mut LockStats) {
+                $(
+                    stats.$name = stats
+                        .$name
+                        .wrapping_add(self.$name.load(std::sync::atomic::Ordering::Relaxed));
+                )*
             }
         }
     };
@@ -108,6 +119,20 @@ lock_events! {
     wlock_cancel,
 }
 
+/// A lock's event counters: its blocks per thread.
+#[cfg(feature = "stats")]
+pub(crate) type Counters = crate::observe::per_thread::Blocks;
+
+#[cfg(feature = "stats")]
+impl Counters {
+    /// The counters of every thread, added up.
+    pub(crate) fn snapshot(&self) -> LockStats {
+        let mut stats = LockStats::default();
+        self.each(|block| block.events.fold_into(&mut stats));
+        stats
+    }
+}
+
 #[cfg(not(feature = "stats"))]
 #[derive(Debug, Default)]
 pub(crate) struct Counters;
@@ -119,15 +144,13 @@ impl Counters {
     }
 }
 
-/// Counts one event on `$lock` (a `&RawRwLock`) when the `stats` feature is on.
+/// Counts one event on `$lock` (a `&RawRwLock`) when the `stats` feature is on: in the
+/// calling thread's block of the lock's counters.
 macro_rules! lockevent {
     ($lock:expr, $name:ident) => {{
         #[cfg(feature = "stats")]
         {
-            $lock
-                .stats
-                .$name
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            $lock.stats.count(|events| &events.$name);
         }
     }};
 }

@@ -122,7 +122,7 @@ impl<'a> LockFuture<'a> {
     }
 
     /// The kind of lock this future acquires.
-    #[cfg(feature = "tracing")]
+    #[cfg(any(feature = "tracing", feature = "lock_stat"))]
     #[inline]
     pub(crate) fn kind(&self) -> WaiterKind {
         self.node.kind

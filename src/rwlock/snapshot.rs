@@ -184,10 +184,7 @@ impl<T: ?Sized> RwLock<T> {
     #[cfg(feature = "lock_stat")]
     #[cfg_attr(docsrs, doc(cfg(feature = "lock_stat")))]
     pub fn lock_stat(&self) -> crate::LockStat {
-        self.raw
-            .observe
-            .lock_stat
-            .snapshot(self.raw.stats.snapshot())
+        self.raw.observe.lock_stat.snapshot(&self.raw.stats)
     }
 }
 

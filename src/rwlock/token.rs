@@ -19,7 +19,6 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
-use std::ptr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -28,29 +27,146 @@ use crate::observe::{self, Attempt, Held, InFlight, ObservedLock, Site, Wait, Wa
 use crate::raw::list::WaiterKind;
 use crate::raw::{LockFuture, RawRwLock};
 
-/// How a token reaches its raw lock (with the observers' state beside it).
+/// How a token reaches its raw lock (with the observers' state beside it), and how it
+/// keeps that reference with what the observers know of the hold ([`Held`]).
+///
+/// A borrowed token keeps them, when the observers' features are on, in one pointer to a
+/// record of a pool ([`observe::Kept`]), so that its guard stays two words (the lock and
+/// the value) and is returned in registers; otherwise side by side.
 ///
 /// # Safety
 ///
-/// [`raw`](Self::raw) returns the same lock at every call, alive for as long as `self` is.
-pub(crate) unsafe trait RawRef {
+/// [`raw`](Self::raw) returns the same lock at every call, alive for as long as `self` is;
+/// [`kept_raw`](Self::kept_raw) that lock, for as long as the kept value lives, which
+/// [`unkeep`](Self::unkeep) gives back with the same hold.
+pub(crate) unsafe trait RawRef: Sized {
+    /// The reference as a token keeps it, with the hold.
+    type Kept;
+
     /// The raw lock, with the observers' state.
     fn raw(&self) -> &ObservedLock;
-}
 
-// SAFETY: the reference points to one lock, alive for `'a`.
-unsafe impl RawRef for &ObservedLock {
-    #[inline]
-    fn raw(&self) -> &ObservedLock {
-        self
+    /// Keeps the reference and `held`.
+    fn keep(self, held: Held) -> Self::Kept;
+
+    /// The raw lock of a kept reference.
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock;
+
+    /// The raw lock and the hold kept with it (held in mode `kind`), to update.
+    fn kept_split(kept: &mut Self::Kept, kind: WaiterKind) -> (&ObservedLock, &mut Held);
+
+    /// The reference and the hold (held in mode `kind`) back.
+    fn unkeep(kept: Self::Kept, kind: WaiterKind) -> (Self, Held);
+
+    /// The raw lock of a kept reference whose hold is compact (`lock_stat` alone, a hold
+    /// not timed: made again from the lock, [`observe::releasing_compact`]): `Some` only
+    /// if the kept value owns nothing (its drop would do nothing, and so may be skipped).
+    #[inline(always)]
+    fn kept_compact(kept: &Self::Kept) -> Option<&ObservedLock> {
+        let _ = kept;
+        None
     }
 }
 
-// SAFETY: the `Arc` points to one lock and keeps it alive.
+// (`'a` is named for `Kept` with the observers' features: without them it is not needed.)
+#[cfg_attr(
+    not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")),
+    allow(clippy::needless_lifetimes)
+)]
+// SAFETY: the reference points to one lock, alive for `'a`; `Kept` keeps that reference.
+unsafe impl<'a> RawRef for &'a ObservedLock {
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    type Kept = observe::Kept<'a>;
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    type Kept = (Self, Held);
+
+    #[inline(always)]
+    fn raw(&self) -> &ObservedLock {
+        self
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn keep(self, held: Held) -> Self::Kept {
+        observe::Kept::new(self, held)
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock {
+        kept.lock()
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn kept_split(kept: &mut Self::Kept, kind: WaiterKind) -> (&ObservedLock, &mut Held) {
+        (kept.lock(), kept.held_mut(kind))
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn unkeep(kept: Self::Kept, kind: WaiterKind) -> (Self, Held) {
+        kept.into_parts(kind)
+    }
+
+    #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
+    #[inline(always)]
+    fn kept_compact(kept: &Self::Kept) -> Option<&ObservedLock> {
+        kept.compact_lock()
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn keep(self, held: Held) -> Self::Kept {
+        (self, held)
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock {
+        kept.0
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn kept_split(kept: &mut Self::Kept, _: WaiterKind) -> (&ObservedLock, &mut Held) {
+        (kept.0, &mut kept.1)
+    }
+
+    #[cfg(not(any(feature = "lock_stat", feature = "lockdep", feature = "tracing")))]
+    #[inline(always)]
+    fn unkeep(kept: Self::Kept, _: WaiterKind) -> (Self, Held) {
+        kept
+    }
+}
+
+// SAFETY: the `Arc` points to one lock and keeps it alive; `Kept` keeps the `Arc`.
 unsafe impl<T: ?Sized> RawRef for Arc<RwLock<T>> {
-    #[inline]
+    type Kept = (Self, Held);
+
+    #[inline(always)]
     fn raw(&self) -> &ObservedLock {
         &self.raw
+    }
+
+    #[inline(always)]
+    fn keep(self, held: Held) -> Self::Kept {
+        (self, held)
+    }
+
+    #[inline(always)]
+    fn kept_raw(kept: &Self::Kept) -> &ObservedLock {
+        &kept.0.raw
+    }
+
+    #[inline(always)]
+    fn kept_split(kept: &mut Self::Kept, _: WaiterKind) -> (&ObservedLock, &mut Held) {
+        (&kept.0.raw, &mut kept.1)
+    }
+
+    #[inline(always)]
+    fn unkeep(kept: Self::Kept, _: WaiterKind) -> (Self, Held) {
+        kept
     }
 }
 
@@ -172,10 +288,10 @@ impl Mode for Upgradable {
 /// The ownership of a lock of the raw lock reached through `L`, in mode `M`; released
 /// when dropped. See the module documentation for its invariant.
 pub(crate) struct Token<L: RawRef, M: Mode> {
-    lock: L,
-    /// What the observers ([`observe`]) know of this hold; zero-sized without their
-    /// features. Taken only by the token's `Drop` and [`into_parts`](Self::into_parts).
-    held: ManuallyDrop<Held>,
+    /// The lock reference, with what the observers ([`observe`]) know of this hold
+    /// (nothing without their features). Taken only by the token's `Drop` and
+    /// [`into_parts`](Self::into_parts).
+    kept: ManuallyDrop<L::Kept>,
     mode: PhantomData<M>,
 }
 
@@ -184,6 +300,22 @@ pub(crate) type BorrowedToken<'a, M> = Token<&'a ObservedLock, M>;
 
 /// The token of an owned guard.
 pub(crate) type OwnedToken<T, M> = Token<Arc<RwLock<T>>, M>;
+
+impl<M: Mode> BorrowedToken<'_, M> {
+    /// The lock.
+    #[inline]
+    pub(crate) fn lock(&self) -> &ObservedLock {
+        self.raw()
+    }
+}
+
+impl<T: ?Sized, M: Mode> OwnedToken<T, M> {
+    /// The owned guard's `Arc` of its lock.
+    #[inline]
+    pub(crate) fn lock(&self) -> &Arc<RwLock<T>> {
+        &self.kept.0
+    }
+}
 
 impl<L: RawRef, M: Mode> Token<L, M> {
     /// The token of a lock the caller has just taken from `site` after `wait`
@@ -195,12 +327,13 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     /// # Safety
     ///
     /// The caller owns a lock of `lock.raw()` in mode `M`, and hands it to the token.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn new(lock: L, site: Site, wait: Wait) -> Self {
         let held = observe::acquired(lock.raw(), M::KIND, site, wait);
         // SAFETY: forwarded from the caller.
         let token = unsafe { Self::from_parts(lock, held) };
-        observe::entered(token.lock.raw(), M::KIND, &token.held);
+        // (A copy of the hold, the token's as it is now.)
+        observe::entered(token.raw(), M::KIND, &held);
         token
     }
 
@@ -212,10 +345,24 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     #[inline]
     unsafe fn from_parts(lock: L, held: Held) -> Self {
         Self {
-            lock,
-            held: ManuallyDrop::new(held),
+            kept: ManuallyDrop::new(lock.keep(held)),
             mode: PhantomData,
         }
+    }
+
+    /// The raw lock, with the observers' state.
+    #[inline(always)]
+    fn raw(&self) -> &ObservedLock {
+        L::kept_raw(&self.kept)
+    }
+
+    /// The observers have seen the lock turn from mode `from` into this token's: tells
+    /// them ([`observe::changed`]; `upgrade`: an upgrade's wait and site).
+    #[inline]
+    fn changed(&mut self, from: WaiterKind, upgrade: Option<(Wait, Site)>) {
+        // The hold kept is still the one of mode `from`.
+        let (raw, held) = L::kept_split(&mut self.kept, from);
+        observe::changed(raw, from, M::KIND, held, upgrade);
     }
 
     /// Takes the lock in mode `M` if that needs no waiting, for a `try_` acquire from
@@ -231,12 +378,6 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         }
     }
 
-    /// How the token reaches its lock (an owned guard's `rwlock`).
-    #[inline]
-    pub(crate) fn lock(&self) -> &L {
-        &self.lock
-    }
-
     /// The one place a lock reference leaves a token without a release: the caller passes
     /// the lock on (to a token of another mode, or to an upgrade), with what the observers
     /// know of the hold. Dropping the result without doing so would leak the lock, never
@@ -244,9 +385,8 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     #[inline]
     fn into_parts(self) -> (L, Held) {
         let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, so `lock` and `held` are moved out exactly
-        // once, and `held` is not used again.
-        unsafe { (ptr::read(&this.lock), ManuallyDrop::take(&mut this.held)) }
+        // SAFETY: `this` is never dropped, so `kept` is taken exactly once.
+        L::unkeep(unsafe { ManuallyDrop::take(&mut this.kept) }, M::KIND)
     }
 
     /// Releases the lock fairly ([`RawRwLock::unlock_fair`]): the head of the queue, if
@@ -255,9 +395,10 @@ impl<L: RawRef, M: Mode> Token<L, M> {
     #[inline]
     pub(crate) fn unlock_fair(self) {
         let (lock, held) = self.into_parts();
-        // The observers are told once the release is done, even if a wake-up in it
-        // panics (dropped by the unwind, after the lock is released).
-        let _released = InFlight::new(lock.raw(), M::KIND, held);
+        // The observers record the release first; what they do after it runs once the
+        // release is done, even if a wake-up in it panics (dropped by the unwind, after
+        // the lock is released).
+        let _released = observe::releasing(lock.raw(), M::KIND, held);
         // SAFETY: the token owned the lock in mode `M` (a lock of kind `M::KIND`); it is
         // consumed without its `Drop`, so this is the one release.
         unsafe { lock.raw().unlock_fair(M::KIND) }
@@ -274,28 +415,76 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let (lock, held) = self.into_parts();
         // SAFETY: the lock is owned in mode `N` (the caller's promise), handed over.
         let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
-        observe::changed(
-            token.lock.raw(),
-            M::KIND,
-            N::KIND,
-            &mut token.held,
-            Wait::NONE,
-        );
+        token.changed(M::KIND, None);
         token
     }
 }
 
 impl<L: RawRef, M: Mode> Drop for Token<L, M> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: `held` is taken once, here, and the token is gone after this.
-        let held = unsafe { ManuallyDrop::take(&mut self.held) };
-        // The observers are told once the release is done, even if a wake-up in it
-        // panics: the unwind drops this after the lock is released.
-        let _released = InFlight::new(self.lock.raw(), M::KIND, held);
-        // SAFETY: a token exists only while its lock is owned in mode `M`; the `lock`
-        // field (an `Arc`, perhaps) is dropped only after this.
-        unsafe { M::release(self.lock.raw()) }
+        // The common case inline (`lock_stat` alone, a hold not timed): nothing kept to
+        // give back, the hold made again from the lock, no register kept across a call.
+        // The others out of line.
+        if let Some(lock) = L::kept_compact(&self.kept) {
+            // `kept` owns nothing (`kept_compact`): not dropped, nothing lost. The
+            // observers' common case has nothing to record (no call, so no register kept
+            // across one); any other is recorded out of line, with the release.
+            if observe::released_compact(lock, M::KIND) {
+                // SAFETY: a token exists only while its lock is owned in mode `M`.
+                unsafe { M::release(lock) };
+            } else {
+                Self::release_compact(lock);
+            }
+            return;
+        }
+        self.drop_kept();
+    }
+}
+
+impl<L: RawRef, M: Mode> Token<L, M> {
+    /// The release of a compact hold that [`observe::released_compact`] left to the
+    /// observers' full path: out of line, the raw release included.
+    #[cold]
+    #[inline(never)]
+    fn release_compact(lock: &ObservedLock) {
+        let _released = observe::releasing_compact(lock, M::KIND);
+        // SAFETY: called by the token's `Drop` (the token is gone after it), which owned
+        // the lock in mode `M`.
+        unsafe { M::release(lock) }
+    }
+}
+
+impl<L: RawRef, M: Mode> Token<L, M> {
+    /// The token's `Drop`, for a hold that is not compact: out of line in the builds
+    /// that have compact holds (`lock_stat` alone), inline in the others.
+    #[cfg_attr(
+        all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        ),
+        inline(never)
+    )]
+    #[cfg_attr(
+        not(all(
+            feature = "lock_stat",
+            not(feature = "lockdep"),
+            not(feature = "tracing")
+        )),
+        inline(always)
+    )]
+    fn drop_kept(&mut self) {
+        // SAFETY: `kept` is taken once, here, and the token is gone after this. (A
+        // borrowed guard's record goes back to its pool now, before the release.)
+        let (lock, held) = L::unkeep(unsafe { ManuallyDrop::take(&mut self.kept) }, M::KIND);
+        // The observers record the release first (nothing there can panic); what they do
+        // after it (foreign code) runs once the release is done, even if a wake-up in it
+        // panics: the unwind drops this after the lock is released, and before `lock`
+        // (an `Arc`, perhaps).
+        let _released = observe::releasing(lock.raw(), M::KIND, held);
+        // SAFETY: a token exists only while its lock is owned in mode `M`.
+        unsafe { M::release(lock.raw()) }
     }
 }
 
@@ -322,15 +511,9 @@ impl<L: RawRef, M: Mode> Token<L, M> {
         let mut token = unsafe { Token::<L, N>::from_parts(lock, held) };
         // Foreign code may run in the observers and in the wake-up: a panic in either
         // drops the new token, whose release wakes whoever the lock now admits.
-        observe::changed(
-            token.lock.raw(),
-            M::KIND,
-            N::KIND,
-            &mut token.held,
-            Wait::NONE,
-        );
+        token.changed(M::KIND, None);
         if wake {
-            token.lock.raw().wake_after_downgrade();
+            token.raw().wake_after_downgrade();
         }
         token
     }
@@ -367,9 +550,9 @@ impl<L: RawRef> Token<L, Upgradable> {
     /// lock; otherwise gives the token back. `site`: the caller's.
     #[inline]
     pub(crate) fn try_upgrade(self, site: Site) -> Result<Token<L, Write>, Self> {
-        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Try);
+        observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Try);
         // SAFETY: we own the upgradable read lock.
-        if unsafe { self.lock.raw().try_upgrade() } {
+        if unsafe { self.raw().try_upgrade() } {
             // SAFETY: the upgrade succeeded: we own the write lock instead.
             Ok(unsafe { self.into_mode() })
         } else {
@@ -391,7 +574,7 @@ impl<'a> BorrowedToken<'a, Upgradable> {
     pub(crate) fn upgrade(self, site: Site) -> Upgrading<'a> {
         // While the token exists: a panic in tokio-console's subscriber releases the lock.
         let source = "RwLockUpgradableReadGuard::upgrade";
-        let op = observe::AsyncOp::new(self.lock, WaiterKind::Write, source);
+        let op = observe::AsyncOp::new(self.raw(), WaiterKind::Write, source);
         let (lock, held) = self.into_parts();
         Upgrading {
             lock,
@@ -412,7 +595,7 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
     /// it if dropped unfinished (before `held` tells the observers, and before the `Arc`,
     /// declared first, is dropped).
     pub(crate) async fn upgrade(self, site: Site) -> OwnedToken<T, Write> {
-        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Upgrade);
         let (lock, held) = self.into_parts();
         let held = InFlight::new(&lock.raw, WaiterKind::UpgradableRead, held);
         // SAFETY: the token's upgradable read lock goes to the acquire future.
@@ -420,13 +603,7 @@ impl<T: ?Sized> OwnedToken<T, Upgradable> {
         let held = held.into_inner();
         // SAFETY: the upgrade completed: we own the write lock.
         let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
-        observe::changed(
-            token.lock.raw(),
-            WaiterKind::UpgradableRead,
-            WaiterKind::Write,
-            &mut token.held,
-            wait,
-        );
+        token.changed(WaiterKind::UpgradableRead, Some((wait, site)));
         token
     }
 }
@@ -471,13 +648,7 @@ impl<'a> Future for Upgrading<'a> {
             let held = held.take();
             // SAFETY: the upgrade completed: we own the write lock.
             let mut token = unsafe { Token::<_, Write>::from_parts(lock, held) };
-            observe::changed(
-                lock,
-                WaiterKind::UpgradableRead,
-                WaiterKind::Write,
-                &mut token.held,
-                wait,
-            );
+            token.changed(WaiterKind::UpgradableRead, Some((wait, site)));
             Poll::Ready(token)
         })
     }
@@ -502,7 +673,7 @@ impl<'a> Upgrading<'a> {
         let upgraded = acquire.stop_upgrade();
         let held = this.held.take();
         // SAFETY: the stop says which lock we own.
-        unsafe { Token::after_timed_upgrade(this.lock, held, upgraded) }
+        unsafe { Token::after_timed_upgrade(this.lock, held, upgraded, this.site) }
     }
 }
 
@@ -520,7 +691,7 @@ impl<L: RawRef> Token<L, Upgradable> {
         // While the token exists: a panic in the observer releases the lock. A blocking
         // acquire: the thread's own (or the task's, blocked with it).
         observe::blocking(|| {
-            observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+            observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Upgrade);
         });
         let (lock, held) = self.into_parts();
         let (upgraded, held) = {
@@ -535,7 +706,7 @@ impl<L: RawRef> Token<L, Upgradable> {
             (upgraded, held.into_inner())
         };
         // SAFETY: the upgrade (or the stop) says which lock we own.
-        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded, site) }
     }
 
     /// As [`upgrade_until`](Self::upgrade_until), awaiting the upgrade for `timeout` at
@@ -547,7 +718,7 @@ impl<L: RawRef> Token<L, Upgradable> {
         site: Site,
         timeout: std::time::Duration,
     ) -> Result<Token<L, Write>, Self> {
-        observe::acquiring(self.lock.raw(), WaiterKind::Write, site, Attempt::Upgrade);
+        observe::acquiring(self.raw(), WaiterKind::Write, site, Attempt::Upgrade);
         let (lock, held) = self.into_parts();
         let (upgraded, held) = {
             let held = InFlight::new(lock.raw(), WaiterKind::UpgradableRead, held);
@@ -563,12 +734,12 @@ impl<L: RawRef> Token<L, Upgradable> {
             (upgraded, held.into_inner())
         };
         // SAFETY: the upgrade (or the stop) says which lock we own.
-        unsafe { Self::after_timed_upgrade(lock, held, upgraded) }
+        unsafe { Self::after_timed_upgrade(lock, held, upgraded, site) }
     }
 
-    /// The end of a timed upgrade: the token of the write lock (the observers told of the
-    /// change, with the upgrade's wait) if `upgraded`, else that of the upgradable read
-    /// lock, with `held`.
+    /// The end of a timed upgrade called at `site`: the token of the write lock (the
+    /// observers told of the change, with the upgrade's wait) if `upgraded`, else that of
+    /// the upgradable read lock, with `held`.
     ///
     /// # Safety
     ///
@@ -578,17 +749,12 @@ impl<L: RawRef> Token<L, Upgradable> {
         lock: L,
         held: Held,
         upgraded: Option<Wait>,
+        site: Site,
     ) -> Result<Token<L, Write>, Self> {
         if let Some(wait) = upgraded {
             // SAFETY: the caller's promise: we own the write lock.
             let mut token = unsafe { Token::<L, Write>::from_parts(lock, held) };
-            observe::changed(
-                token.lock.raw(),
-                WaiterKind::UpgradableRead,
-                WaiterKind::Write,
-                &mut token.held,
-                wait,
-            );
+            token.changed(WaiterKind::UpgradableRead, Some((wait, site)));
             Ok(token)
         } else {
             // SAFETY: the caller's promise: we own the upgradable read lock.

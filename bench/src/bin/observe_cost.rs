@@ -29,6 +29,10 @@ struct Args {
     /// Lock+unlock pairs per uncontended measurement.
     #[arg(long, default_value_t = 2_000_000)]
     iterations: u64,
+    /// Only the two uncontended measurements (`read`, `write`): one thread, for a quick
+    /// look on a machine other work shares.
+    #[arg(long)]
+    uncontended: bool,
 }
 
 fn main() {
@@ -38,6 +42,9 @@ fn main() {
     let duration = Duration::from_secs_f64(args.secs);
     println!("read {:.1}", uncontended(args.iterations, false));
     println!("write {:.1}", uncontended(args.iterations, true));
+    if args.uncontended {
+        return;
+    }
     println!("one-lock {:.0}", one_lock(duration));
     println!("private-1w {:.0}", private_locks(1, duration));
     println!("private-2w {:.0}", private_locks(2, duration));

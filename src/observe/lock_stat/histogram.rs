@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::local::{add, raise};
+use crate::observe::per_thread::{add, raise};
 
 /// Buckets of a histogram: bucket 0 holds zero, bucket `b >= 1` the times in
 /// `[2^(b-1), 2^b)` ns, the last one everything from 2^46 ns (about 19.5 hours) up.
@@ -27,7 +27,7 @@ pub(super) fn bucket_upper(b: usize) -> u64 {
 }
 
 /// One histogram of times, as a thread records it for a lock (in its
-/// [`Block`](super::local::Block)): written by that thread alone (`owned`) with loads and
+/// [`LocalBlock`](super::local::LocalBlock)): written by that thread alone (`owned`) with loads and
 /// stores, or by anyone with read-modify-writes (the lock's shared block).
 #[derive(Debug)]
 pub(super) struct Recorder {

@@ -31,21 +31,29 @@
 //! - **Acquisitions**: every acquire that gets the lock counts once in the wait histogram
 //!   of its class, `try_` acquires and uncontended ones as a wait of zero (the fast path
 //!   reads no clock for the wait). An acquire whose fast path failed counts as a
-//!   contention, with the time from its first slow-path poll to the grant as its wait.
+//!   contention, with the time from its first slow-path poll to the grant as its wait
+//!   when that wait is timed (see **Sampled** below).
 //! - **Holds**: a hold lasts from the acquire to the release, or to a mode change: a
 //!   downgrade ends a write hold and starts a read hold, an upgrade ends a read hold and
 //!   starts a write hold. So the hold histograms may count more holds than acquisitions.
 //! - **Upgradable readers** are readers: their waits and holds are in the read rows. An
 //!   upgrade is a write acquisition: its wait (while the other readers leave) is a write
 //!   wait, and it is a write contention if it had to wait.
-//! - **Exact**: every count (acquisitions, contentions, holds) and every wait.
-//!   **Sampled**: the times of holds that did not wait, one in 64 per thread and mode
+//! - **Exact**: every count (acquisitions, contentions, waits, holds), and every wait of
+//!   zero (an acquire that did not wait).
+//!   **Sampled**: the times of holds that did not wait, one in 256 per thread and mode
 //!   (read or write, the first one on each thread included), timed with `Instant::now()`;
-//!   contended holds are all timed, and so is every hold of a lock with a "held too long"
-//!   threshold (`Policy::warn_held_longer_than`, with `tracing`). So each hold
-//!   histogram's [`count`](Histogram::count) is exact, and its mean, percentiles and max
-//!   are over the [`timed`](Histogram::timed) ones. A hold not timed is counted when it
-//!   is taken (a timed one when it ends).
+//!   the times of contended waits, one in 16 per thread and mode (the first one on each
+//!   thread included), with the hold that follows each timed one. Every wait and hold of
+//!   a lock with a "held too long" or "waited too long" threshold
+//!   (`Policy::warn_held_longer_than`, `Policy::warn_waited_longer_than`, with
+//!   `tracing`) is timed. So each histogram's [`count`](Histogram::count) is exact, and
+//!   its mean, percentiles and max are over the [`timed`](Histogram::timed) ones (with
+//!   the waits of zero). A wait or hold not timed is counted when the lock is taken (a
+//!   timed hold when it ends). Why contended waits too: each timed one reads the precise
+//!   clock three times (when it starts to wait, at the grant, at the release), two of
+//!   them while it holds the lock; on a contended lock that lengthened the critical
+//!   sections enough to cut its throughput by a third.
 //! - **The coarse clock**: an exclusive hold (write or upgradable read) that is not timed
 //!   takes its start from a clock that a thread of the crate ("async-rwsem clock") ticks
 //!   every millisecond, as the kernel's jiffies (one load to read; the thread parks after a
@@ -54,37 +62,42 @@
 //!   within a tick (and however long the ticking thread was kept from running), and the
 //!   snapshot's [`held_for`](Holder::held_for) is never short of the truth. Read holds
 //!   not timed have no time: a long one that was not sampled is missing from the longest
-//!   hold.
+//!   hold. A contended wait that is not timed takes its start from the coarse clock too,
+//!   for the snapshot's [`head_waited`](crate::Snapshot::head_waited) (never short of the
+//!   truth either).
 //!
 //! # What it costs
 //!
-//! Measured on a 2-core AMD EPYC VM shared with other sessions (load average 11 to 12:
-//! noisy), release, `bench/src/bin/observe_cost.rs`, medians of 7 interleaved runs
-//! (`BUILDS="none stats lock_stat" scripts/observe-cost.sh 7 1`; `stats`: the event
-//! counters alone, which `lock_stat` builds on):
+//! Measured on a 2-core AMD EPYC VM (other sessions idle during the measurement),
+//! release, `bench/src/bin/observe_cost.rs`, medians of 5 interleaved runs
+//! (`BUILDS="none stats lock_stat lockdep" scripts/observe-cost.sh 5 1`, at `390ab48`;
+//! `stats`: the event counters alone, which `lock_stat` builds on):
 //!
 //! | | `read().await` + drop | `write().await` + drop | 8 tasks, one lock, tiny sections, 2 workers | a lock per task, 2 workers / 1 |
 //! |---|---|---|---|---|
-//! | without observers | 29.5 ns | 31.9 ns | 4.08 M acquires/s | x1.01 |
-//! | `stats` | 58.4 ns (1.98x) | 44.6 ns (1.40x) | 3.64 M acquires/s (0.89x) | x1.03 |
-//! | `lock_stat` | 88.1 ns (2.99x) | 91.1 ns (2.86x) | 3.04 M acquires/s (0.75x) | x1.08 |
+//! | without observers | 5.6 ns | 4.9 ns | 5.27 M acquires/s | x1.72 |
+//! | `stats` | 6.3 ns (1.12x) | 4.8 ns (0.98x) | 5.14 M acquires/s (0.98x) | x1.80 |
+//! | `lock_stat` | 7.9 ns (1.41x) | 6.9 ns (1.41x) | 5.02 M acquires/s (0.95x) | x1.78 |
 //!
-//! (Before the blocks per thread, 3 such runs gave 3.38x, 8.14x and 0.49x.)
+//! (Before the blocks per thread, on a loaded machine: 3.38x, 8.14x and 0.49x.)
 //!
 //! - Time: an uncontended read, the thread-local cache, one add and a countdown at the
-//!   acquire, nothing at the release; a write or upgradable read, that, two loads of the
-//!   coarse clock and the exclusive-holder slot (a few plain stores: exclusive holders
-//!   follow one another, so no read-modify-write); one hold in 64, two precise clock
-//!   reads; a contended acquire, one precise clock read when it starts to wait and one at
-//!   the grant. No cache line is written by every acquire of every thread (the holder
-//!   slot, on a line of its own, by every exclusive acquire; the longest hold only by a
-//!   hold longer than all before it); the event counters of `stats`, in the raw lock,
-//!   still are. With `tracing`, a release with a waiting threshold set and waiters
-//!   queued takes the wait list's mutex briefly to read the head's wait.
+//!   acquire, nothing at the release (its guard keeps no record: the token is the lock's
+//!   address with a bit set); a write or upgradable read, that, two loads of the coarse
+//!   clock and the exclusive-holder slot (a few plain stores: exclusive holders follow
+//!   one another, so no read-modify-write), and at the release the slot's start, the
+//!   clock and the longest hold read back and compared, with no call; one hold in 256, two precise clock reads; a contended acquire, one precise
+//!   clock read when it starts to wait, one at the grant and one at the release if its
+//!   wait is one of the 16 timed, else a load of the coarse clock. No cache line is
+//!   written by every acquire of every thread (the holder slot, on a line of its own, by
+//!   every exclusive acquire; the longest hold only by a hold longer than all before
+//!   it). With `tracing`, a release with a waiting threshold set and waiters queued
+//!   takes the wait list's mutex briefly to read the head's wait.
 //! - Memory, on 64-bit targets: 192 bytes more per lock and a block of 1,664 bytes per
 //!   thread that uses it (four histograms of 48 buckets and the counters), a thread-local
-//!   of 544 bytes per thread, 24 bytes more per guard (40 with `tracing`), and the ticking
-//!   thread.
+//!   of about 550 bytes per thread, no more per borrowed guard (still two words: a timed
+//!   hold's state is in a record of a per-thread pool), 16 bytes more per owned guard (32
+//!   with `tracing`), and the ticking thread.
 
 mod clock;
 mod histogram;
@@ -101,7 +114,8 @@ use std::panic::Location;
 
 pub(crate) use self::clock::now_ns;
 pub use self::histogram::Histogram;
-pub(crate) use self::record::{Grant, HoldStat, LockStatState};
+pub(crate) use self::local::{LocalBlock, LocalState};
+pub(crate) use self::record::{wait_starts, Grant, HoldStat, LockStatState};
 pub use self::report::{Holder, LockStat, LongestHold};
 use crate::raw::list::WaiterKind;
 

@@ -1,16 +1,21 @@
-//! What a lock records: its per-lock state ([`LockStatState`]: its threads' blocks of
-//! histograms and contentions, the longest hold and the exclusive holder), what a hold
-//! carries ([`HoldStat`]) and a contended acquire's grant ([`Grant`]).
+//! What a lock records: its per-lock state ([`LockStatState`]: the longest hold and the
+//! exclusive holder; its threads' blocks of histograms and contentions are the raw lock's
+//! blocks of counters, [`Blocks`]), what a hold carries ([`HoldStat`]) and a contended
+//! acquire's grant ([`Grant`]).
 
+use std::num::NonZeroU64;
 use std::panic::Location;
 use std::ptr;
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
+#[cfg(not(feature = "tracing"))]
+use super::clock::coarse_ticking;
 use super::clock::{coarse_ns, now_ns};
 use super::histogram::Histogram;
-use super::local::{add, Block, Blocks, Local};
+use super::local::LocalBlock;
 use super::{Access, Holder, LockStat, LongestHold, Site};
+use crate::observe::per_thread::{self, add, Blocks, Local};
 use crate::raw::list::WaiterKind;
 use crate::raw::stats::LockStats;
 
@@ -73,15 +78,17 @@ impl Slot {
     }
 
     /// Writes the slot as its one writer at this time (the exclusive holder): the count
-    /// made odd, the data, the count made even, with no read-modify-write.
+    /// made odd, the data, the count made even, with no read-modify-write. (The count is
+    /// even between writes: a slot written this way is written only this way, by one
+    /// writer at a time.)
     #[inline]
     pub(super) fn write_alone(&self, f: impl FnOnce(&Self)) {
         let seq = self.seq.load(Ordering::Relaxed);
-        self.seq.store(seq.wrapping_add(1) | 1, Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // The data stores below must not become visible before the odd count.
         fence(Ordering::Release);
         f(self);
-        self.seq.store((seq | 1).wrapping_add(1), Ordering::Release);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
     #[inline]
@@ -124,11 +131,11 @@ impl Slot {
 #[repr(align(64))]
 pub(super) struct HolderSlot(pub(super) Slot);
 
-/// The per-lock state of `lock_stat`: the `lock_stat` field of the lock's observers.
+/// The per-lock state of `lock_stat`: the `lock_stat` field of the lock's observers. Its
+/// counters and histograms are in the raw lock's blocks per thread ([`Blocks`], the
+/// `stats` field), which every method takes.
 #[derive(Debug)]
 pub(crate) struct LockStatState {
-    /// The counters and histograms, one block per thread (see [`super::local`]).
-    pub(super) blocks: Blocks,
     /// The longest hold: its location, its length, its access. Written only by a hold
     /// longer than every one before it.
     pub(super) longest: Slot,
@@ -148,12 +155,15 @@ impl Default for LockStatState {
 /// What `lock_stat` knows of one hold: the `lock_stat` field of a token's [`Held`].
 ///
 /// [`Held`]: crate::observe::Held
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct HoldStat {
-    pub(super) site: &'static Location<'static>,
-    /// When the current mode was entered: by the precise clock if `timed`, else by the
-    /// coarse one; 0 (no time) for a read hold not timed (only counted, when it began).
-    pub(super) start: u64,
+    /// Where the guard was taken; `None` for a read hold not timed made again from its
+    /// lock ([`LockStatState::remake`]), which needs none.
+    pub(super) site: Option<Site>,
+    /// When the current mode was entered: by the precise clock if it is timed (then with
+    /// [`TIMED`] set), else by the coarse one; 0 (no time, not timed) for a read hold not
+    /// timed (only counted, when it began), so that its release tests one word.
+    start: u64,
     /// How long the lock was held in the modes before the current one (ns), for the
     /// "held too long" warning (feature `tracing`).
     #[cfg(feature = "tracing")]
@@ -162,29 +172,127 @@ pub(crate) struct HoldStat {
     /// not at all), for the "waited too long" warning (feature `tracing`).
     #[cfg(feature = "tracing")]
     pub(super) wait_ns: u64,
-    /// Is the current mode's hold timed with the precise clock (sampled, contended, or
-    /// every hold of a lock with a "held too long" threshold)?
-    pub(super) timed: bool,
 }
 
-/// A contended acquire's grant: its wait, handed by its lock future to the token made
-/// next ([`crate::observe::Wait`]).
+/// The bit of [`HoldStat`]'s start that says the hold is timed with the precise clock
+/// (sampled, contended, or every hold of a lock with a "held too long" threshold). Times
+/// are nanoseconds from the crate's clock epoch: they never reach it.
+const TIMED: u64 = 1 << 63;
+
+impl HoldStat {
+    /// A hold from `site` that started at `start` (0: a read hold not timed), `timed` or
+    /// not, that did not wait.
+    #[inline(always)]
+    pub(super) fn new(site: Site, start: u64, timed: bool) -> Self {
+        Self {
+            site: Some(site),
+            start: start | if timed { TIMED } else { 0 },
+            #[cfg(feature = "tracing")]
+            earlier_ns: 0,
+            #[cfg(feature = "tracing")]
+            wait_ns: 0,
+        }
+    }
+
+    /// When the current mode was entered (0: a read hold not timed).
+    #[inline(always)]
+    pub(super) fn start(&self) -> u64 {
+        self.start & !TIMED
+    }
+
+    /// Is the current mode's hold timed with the precise clock?
+    #[inline(always)]
+    pub(super) fn timed(&self) -> bool {
+        self.start & TIMED != 0
+    }
+
+    /// Can the hold be made again from its lock alone ([`LockStatState::remake`])? One
+    /// that is not timed: a read hold has nothing to keep, an exclusive one's site and
+    /// start are the holder slot's.
+    #[cfg(not(feature = "tracing"))]
+    #[inline(always)]
+    pub(crate) fn compact(&self) -> bool {
+        !self.timed()
+    }
+
+    /// The current mode begins, at `start`, `timed` or not.
+    #[inline]
+    fn restart(&mut self, start: u64, timed: bool) {
+        self.start = start | if timed { TIMED } else { 0 };
+    }
+}
+
+/// A contended acquire's grant, handed by its lock future to the token made next
+/// ([`crate::observe::Wait`]): when it started to wait ([`wait_starts`]). A timed wait
+/// ends, and its hold starts, when the token is made (one clock reading); one that is not
+/// timed ([`UNTIMED_WAIT`] set) reads no clock there. One word, so that it is passed in a
+/// register.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Grant {
-    pub(super) wait_ns: u64,
-    /// The grant's time ([`now_ns`]): the hold's start.
-    pub(super) at: u64,
-    /// Where the waiting acquire was called (for an upgrade: the `upgrade` call).
-    pub(super) site: Site,
+    since: NonZeroU64,
+}
+
+/// The bit of a [`Grant`]'s start that says its wait is not timed (only counted): its
+/// start is then the coarse clock's, for the wait record alone. Times are nanoseconds
+/// from the crate's clock epoch: they never reach it.
+const UNTIMED_WAIT: u64 = 1 << 63;
+
+/// Contended waits are timed with the precise clock one in this many per thread and mode
+/// (read or write; the first one on each thread too), or all of them on a lock with a "held too long" or
+/// "waited too long" threshold (feature `tracing`). The others are counted (a contention,
+/// a wait and a hold not timed). Each timed one reads the precise clock when it starts to
+/// wait, at its grant (its hold's start) and at its release: three readings, which would
+/// lengthen the critical sections of a contended lock and so its contention.
+pub(super) const WAIT_SAMPLE_EVERY: u32 = 16;
+
+/// A contended acquire in mode `kind` starts to wait, on a lock whose waits are all to be
+/// timed (`time_all`) or not: returns its grant's start (for [`Grant::since`]) and when it
+/// started to wait (for the wait record of its node: the precise clock's if the wait is
+/// timed, else the coarse clock's, which is never ahead of it).
+#[inline]
+pub(crate) fn wait_starts(kind: WaiterKind, time_all: bool) -> (u64, u64) {
+    let timed = time_all
+        || per_thread::with_local(|local| {
+            let timed = local
+                .lock_stat
+                .sample_wait(Access::of(kind), WAIT_SAMPLE_EVERY);
+            if timed {
+                // The coarse clock's lease, renewed here too (see `clock`).
+                coarse_ns(Some(&local.lock_stat.lease));
+            }
+            timed
+        });
+    if timed {
+        let now = now_ns();
+        (now, now)
+    } else {
+        let now = coarse_ns(None);
+        (now | UNTIMED_WAIT, now)
+    }
 }
 
 impl Grant {
-    /// The grant, now, of an acquire from `site` that started to wait at `since`
-    /// ([`now_ns`]): the hold starts at the grant's time, so no second clock read.
+    /// The grant of an acquire that started to wait at `since` ([`wait_starts`]; 0: it
+    /// never started to, `None`).
     #[inline]
-    pub(crate) fn now(since: u64, site: Site) -> Self {
+    pub(crate) fn since(since: u64) -> Option<Self> {
+        NonZeroU64::new(since).map(|since| Self { since })
+    }
+
+    /// The wait ends now, for the acquire called at `site`: if it is timed, one clock
+    /// reading, which is also its hold's start; else none (`at` 0).
+    #[inline]
+    fn ends(self, site: Site) -> Waited {
+        let since = self.since.get();
+        if since & UNTIMED_WAIT != 0 {
+            return Waited {
+                wait_ns: 0,
+                at: 0,
+                site,
+            };
+        }
         let at = now_ns();
-        Self {
+        Waited {
             wait_ns: at.saturating_sub(since),
             at,
             site,
@@ -192,42 +300,66 @@ impl Grant {
     }
 }
 
+/// A contended acquire's wait, ended ([`Grant::ends`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Waited {
+    /// How long it waited (0 if it is not timed).
+    pub(super) wait_ns: u64,
+    /// When it ended ([`now_ns`]): the hold's start; 0 if it is not timed (then neither
+    /// is its hold: both are counted).
+    pub(super) at: u64,
+    /// Where the waiting acquire was called (for an upgrade: the `upgrade` call).
+    pub(super) site: Site,
+}
+
 /// Holds that did not wait are timed with the precise clock one in this many per thread
 /// and mode (read or write; the first one on each thread too): its two readings cost more
 /// than the lock itself. The others are counted, and an exclusive one timed by the
 /// coarse clock.
-pub(super) const SAMPLE_EVERY: u32 = 64;
+pub(super) const SAMPLE_EVERY: u32 = 256;
 
 impl LockStatState {
     pub(crate) const fn new() -> Self {
         Self {
-            blocks: Blocks::new(),
             longest: Slot::new(),
             holder: HolderSlot(Slot::new()),
         }
     }
 
-    /// Records an acquisition in mode `access` in `block`: its wait (`grant`: a contended
-    /// one's), and its hold's count if the hold is not timed. Returns when its hold
-    /// starts, whether that is timed, the wait and the waiting call's site.
+    /// Records an acquisition in mode `access` in `block`: its wait (`waited`: a
+    /// contended one's), and its hold's count if the hold is not timed. Returns when its hold starts, whether that is timed, the wait and the waiting
+    /// call's site.
     #[inline(always)]
     fn record_acquire(
-        block: &Block,
+        block: &LocalBlock,
         local: Option<&Local>,
         access: Access,
-        grant: Option<Grant>,
+        waited: Option<Waited>,
         time_all: bool,
     ) -> (u64, bool, u64, Option<Site>) {
         let owned = local.is_some();
-        match grant {
-            Some(Grant { at, wait_ns, site }) => {
+        match waited {
+            Some(Waited { wait_ns, at, site }) => {
                 let (wait, contentions) = block.wait_of(access);
                 add(contentions, 1, owned);
-                wait.record(wait_ns, owned);
-                (at, true, wait_ns, Some(site))
+                if at == 0 {
+                    // A wait not timed: it and its hold are counted now, the hold
+                    // started as one that did not wait and is not timed.
+                    add(&wait.untimed, 1, owned);
+                    add(&block.hold_of(access).untimed, 1, owned);
+                    (Self::untimed_start(local, access), false, 0, Some(site))
+                } else {
+                    wait.record(wait_ns, owned);
+                    (at, true, wait_ns, Some(site))
+                }
             }
-            None if time_all || local.is_none_or(|l| l.sample(access, SAMPLE_EVERY)) => {
+            None if time_all || local.is_none_or(|l| l.lock_stat.sample(access, SAMPLE_EVERY)) => {
                 block.wait_of(access).0.record_zero(owned);
+                // The coarse clock's lease is renewed here, in the slow path (see
+                // `clock`): the common path only reads the clock.
+                if let Some(local) = local {
+                    coarse_ns(Some(&local.lock_stat.lease));
+                }
                 (now_ns(), true, 0, None)
             }
             None => {
@@ -245,39 +377,85 @@ impl LockStatState {
         if access == Access::Read {
             0
         } else {
-            coarse_ns(local.map(|l| &l.lease))
+            coarse_ns(local.map(|l| &l.lock_stat.lease))
         }
     }
 
     /// The lock is owned in mode `kind`, taken from `site` after `grant` (a contended
-    /// acquire's): the hold. A hold that did not wait is timed with the precise clock
-    /// only if this thread's sample is due or `time_all` (a "held too long" threshold is
-    /// set); one that is not is counted now. Runs no foreign code.
+    /// acquire's): the hold, counted in this thread's block of `blocks` (the lock's). A
+    /// hold that did not wait is timed with the precise clock only if this thread's sample
+    /// is due or `time_all` (a "held too long" threshold is set); one that is not is
+    /// counted now. Runs no foreign code.
+    ///
+    /// Inline, the common case: an acquire that did not wait, not timed, on a thread whose
+    /// cache has the lock's block (one add and a countdown; for an exclusive hold, the
+    /// coarse clock and the holder slot too).
     #[inline(always)]
     pub(crate) fn acquired(
         &self,
+        blocks: &Blocks,
         kind: WaiterKind,
         site: &'static Location<'static>,
         grant: Option<Grant>,
         time_all: bool,
     ) -> HoldStat {
         let access = Access::of(kind);
+        if grant.is_none() && !time_all {
+            let fast = per_thread::with_local(|local| {
+                blocks.cached(
+                    local,
+                    |block| {
+                        if !local.lock_stat.skip(access) {
+                            return None; // this thread's sample is due
+                        }
+                        // One add counts the wait (zero) and the hold.
+                        add(block.lock_stat.fast_of(access), 1, true);
+                        Some(if access == Access::Read {
+                            0
+                        } else {
+                            coarse_ns(None)
+                        })
+                    },
+                    || None,
+                )
+            });
+            if let Some(start) = fast {
+                if access != Access::Read {
+                    self.set_holder(site, start, access);
+                }
+                return HoldStat::new(site, start, false);
+            }
+        }
+        let waited = grant.map(|grant| grant.ends(site));
+        self.acquired_slow(blocks, access, site, waited, time_all)
+    }
+
+    /// [`acquired`](Self::acquired), but for its common case: after `waited` (a
+    /// contended acquire's wait, ended).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn acquired_slow(
+        &self,
+        blocks: &Blocks,
+        access: Access,
+        site: &'static Location<'static>,
+        waited: Option<Waited>,
+        time_all: bool,
+    ) -> HoldStat {
         #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
-        let (start, timed, wait_ns, _) = self
-            .blocks
-            .with(|block, local| Self::record_acquire(block, local, access, grant, time_all));
+        let (start, timed, wait_ns, _) = blocks.with(|block, local| {
+            Self::record_acquire(&block.lock_stat, local, access, waited, time_all)
+        });
         if access != Access::Read {
             self.set_holder(site, start, access);
         }
-        HoldStat {
-            site,
-            start,
-            #[cfg(feature = "tracing")]
-            earlier_ns: 0,
-            #[cfg(feature = "tracing")]
-            wait_ns,
-            timed,
+        #[cfg_attr(not(feature = "tracing"), allow(unused_mut))]
+        let mut hold = HoldStat::new(site, start, timed);
+        #[cfg(feature = "tracing")]
+        {
+            hold.wait_ns = wait_ns;
         }
+        hold
     }
 
     /// Ends the hold `hold` in mode `access` at `now` (`now_ns`) if it is timed: its
@@ -285,13 +463,13 @@ impl LockStatState {
     #[inline]
     pub(super) fn end_timed(
         &self,
-        block: &Block,
+        block: &LocalBlock,
         owned: bool,
         hold: &HoldStat,
         access: Access,
         now: u64,
     ) -> u64 {
-        let ns = now.saturating_sub(hold.start);
+        let ns = now.saturating_sub(hold.start());
         block.hold_of(access).record(ns, owned);
         self.longest_check(hold, ns, access);
         ns
@@ -305,7 +483,7 @@ impl LockStatState {
         if hold.start == 0 {
             return 0;
         }
-        let ns = coarse_ns(None).saturating_sub(hold.start);
+        let ns = coarse_ns(None).saturating_sub(hold.start());
         self.longest_check(hold, ns, access);
         ns
     }
@@ -322,29 +500,38 @@ impl LockStatState {
     #[cold]
     #[inline(never)]
     fn longest_hold(&self, hold: &HoldStat, ns: u64, access: Access) {
-        self.longest
-            .write(|max| ns > max, |slot| slot.set(hold.site, ns, access));
+        self.longest.write(
+            |max| ns > max,
+            |slot| {
+                if let Some(site) = hold.site {
+                    slot.set(site, ns, access);
+                }
+            },
+        );
     }
 
     /// The lock held as `hold` turned from `from` into `to`, after `grant` (an upgrade
-    /// that waited; its wait goes into `hold`). Returns where an upgrade that waited was
-    /// called. Runs no foreign code.
+    /// that waited, called at the site given; its wait goes into `hold`). Returns where an
+    /// upgrade that waited was called. Runs no foreign code.
     #[inline]
     pub(crate) fn changed(
         &self,
+        blocks: &Blocks,
         from: WaiterKind,
         to: WaiterKind,
         hold: &mut HoldStat,
-        grant: Option<Grant>,
+        grant: Option<(Grant, Site)>,
         time_all: bool,
     ) -> Option<Site> {
         let (from, to) = (Access::of(from), Access::of(to));
-        let site = self.blocks.with(|block, local| {
+        let waited = grant.map(|(grant, site)| grant.ends(site));
+        let site = blocks.with(|block, local| {
+            let block = &block.lock_stat;
             let owned = local.is_some();
             let (start, timed, wait, site) = if from != Access::Write && to == Access::Write {
                 // An upgrade: a write acquisition.
-                Self::record_acquire(block, local, Access::Write, grant, time_all)
-            } else if time_all || local.is_none_or(|l| l.sample(to, SAMPLE_EVERY)) {
+                Self::record_acquire(block, local, Access::Write, waited, time_all)
+            } else if time_all || local.is_none_or(|l| l.lock_stat.sample(to, SAMPLE_EVERY)) {
                 (now_ns(), true, 0, None)
             } else {
                 // Not timed: counted now.
@@ -352,7 +539,7 @@ impl LockStatState {
                 (Self::untimed_start(local, to), false, 0, None)
             };
             // The segment that ends, by its own clock.
-            let ns = if hold.timed {
+            let ns = if hold.timed() {
                 let now = if timed { start } else { now_ns() };
                 self.end_timed(block, owned, hold, from, now)
             } else {
@@ -365,35 +552,48 @@ impl LockStatState {
             }
             #[cfg(not(feature = "tracing"))]
             let _ = (ns, wait);
-            hold.start = start;
-            hold.timed = timed;
+            hold.restart(start, timed);
             site
         });
         if to != Access::Read {
             // Still the exclusive holder (an upgrade, or a downgrade to the upgradable
             // read): the slot is still this hold's to write. A downgrade to a read lock
             // leaves it: the count word says nobody holds the lock exclusively.
-            self.set_holder(hold.site, hold.start, to);
+            if let Some(site) = hold.site {
+                self.set_holder(site, hold.start(), to);
+            }
         }
         site
     }
 
     /// The lock held as `hold` in mode `kind` was released. Returns the whole hold's
     /// length (ns; by the coarse clock for a hold not timed; with `tracing`, for its
-    /// warning: else only the last mode's). Runs no foreign code.
+    /// warning: else only the last mode's). Runs no foreign code. Inline but for a timed
+    /// hold's end: a read hold not timed has nothing to do, an exclusive one reads the
+    /// coarse clock.
     #[inline(always)]
-    pub(crate) fn released(&self, kind: WaiterKind, hold: &HoldStat) -> u64 {
-        let access = Access::of(kind);
-        let ns = if hold.timed {
-            self.blocks
-                .with(|block, local| self.end_timed(block, local.is_some(), hold, access, now_ns()))
+    pub(crate) fn released(&self, blocks: &Blocks, kind: WaiterKind, hold: &HoldStat) -> u64 {
+        // One test for the common case: a read hold not timed (no start).
+        let ns = if hold.start == 0 {
+            0
+        } else if !hold.timed() {
+            // An exclusive hold not timed: by the coarse clock.
+            self.end_untimed(hold, Access::of(kind))
         } else {
-            self.end_untimed(hold, access)
+            self.released_timed(blocks, Access::of(kind), hold)
         };
         #[cfg(feature = "tracing")]
         return hold.earlier_ns.saturating_add(ns);
         #[cfg(not(feature = "tracing"))]
         ns
+    }
+
+    /// The end of a timed hold, in this thread's block.
+    #[inline(never)]
+    fn released_timed(&self, blocks: &Blocks, access: Access, hold: &HoldStat) -> u64 {
+        blocks.with(|block, local| {
+            self.end_timed(&block.lock_stat, local.is_some(), hold, access, now_ns())
+        })
     }
 
     /// A new exclusive hold from `site`, taken at `at`, is the holder. Exclusive holds
@@ -402,6 +602,46 @@ impl LockStatState {
     #[inline]
     pub(super) fn set_holder(&self, site: &'static Location<'static>, at: u64, access: Access) {
         self.holder.0.write_alone(|slot| slot.set(site, at, access));
+    }
+
+    /// The release of a hold in mode `kind` that was not timed ([`HoldStat::compact`]):
+    /// `true` if there is nothing to record (a read hold; an exclusive one, by the coarse
+    /// clock while it ticks, no longer than the longest hold), with no call; else `false`
+    /// (then [`released`](Self::released) records it). A load of the holder slot's start
+    /// (this hold's: it writes the slot while it lasts), of the clock and of the longest.
+    #[cfg(not(feature = "tracing"))]
+    #[inline(always)]
+    pub(crate) fn released_compact(&self, kind: WaiterKind) -> bool {
+        if Access::of(kind) == Access::Read {
+            return true;
+        }
+        let start = self.holder.0.ns.load(Ordering::Relaxed);
+        let now = coarse_ticking();
+        now != 0 && now.saturating_sub(start) <= self.longest.ns.load(Ordering::Relaxed)
+    }
+
+    /// A hold in mode `kind` that was not timed ([`HoldStat::compact`]), made again while
+    /// it lasts: a read hold has no start; an exclusive one is the holder slot's, which
+    /// only it writes while it lasts (its site and its start, by the coarse clock).
+    #[cfg(not(feature = "tracing"))]
+    #[inline(always)]
+    pub(crate) fn remake(&self, kind: WaiterKind) -> HoldStat {
+        match Access::of(kind) {
+            Access::Read => HoldStat {
+                site: None,
+                start: 0,
+            },
+            _ => {
+                let slot = &self.holder.0;
+                let site = slot.site.load(Ordering::Relaxed);
+                HoldStat {
+                    // SAFETY: the slot only ever stores pointers made from `&'static
+                    // Location`; this hold's, written when it began.
+                    site: unsafe { site.as_ref() },
+                    start: slot.ns.load(Ordering::Relaxed),
+                }
+            }
+        }
     }
 
     /// The exclusive holder: where it took the lock, since when, how. Call it only while
@@ -417,8 +657,9 @@ impl LockStatState {
             })
     }
 
-    /// A snapshot, with the lock's event counters: every thread's block folded.
-    pub(crate) fn snapshot(&self, events: LockStats) -> LockStat {
+    /// A snapshot of the lock whose blocks are `blocks`, with its event counters: every
+    /// thread's block folded.
+    pub(crate) fn snapshot(&self, blocks: &Blocks) -> LockStat {
         let mut stat = LockStat {
             read_wait: Histogram::empty(),
             read_hold: Histogram::empty(),
@@ -434,9 +675,11 @@ impl LockStatState {
                     duration: Duration::from_nanos(ns),
                     access,
                 }),
-            events,
+            events: LockStats::default(),
         };
-        self.blocks.each(|block| {
+        blocks.each(|block| {
+            block.events.fold_into(&mut stat.events);
+            let block = &block.lock_stat;
             // The holds not timed were counted with their acquire's wait of zero.
             for (fast, wait, hold) in [
                 (&block.fast_reads, &mut stat.read_wait, &mut stat.read_hold),

@@ -6,21 +6,37 @@ use std::time::Duration;
 
 use super::clock::{coarse_ns, now_ns};
 use super::histogram::{bucket, bucket_upper, Recorder, BUCKETS};
-use super::local::Block;
-use super::record::{Grant, SAMPLE_EVERY};
+use super::local::LocalBlock;
+use super::record::{Waited, SAMPLE_EVERY};
 use super::*;
-use crate::raw::stats::LockStats;
+use crate::observe::per_thread::{Block, Blocks};
+
+impl LockStatState {
+    /// The acquire of a lock that waited as `waited` says (exactly, where the lock's own
+    /// grants read the clock).
+    fn acquired_after(
+        &self,
+        blocks: &Blocks,
+        kind: WaiterKind,
+        site: Site,
+        waited: Waited,
+    ) -> HoldStat {
+        self.acquired_slow(blocks, Access::of(kind), site, Some(waited), false)
+    }
+}
 
 /// The sizes the documentation gives: the per-lock state and the per-hold state.
 #[cfg(target_pointer_width = "64")]
 #[test]
 fn sizes() {
-    assert_eq!(std::mem::size_of::<LockStatState>(), 192);
+    assert_eq!(std::mem::size_of::<LockStatState>(), 128);
     #[cfg(feature = "tracing")]
-    assert_eq!(std::mem::size_of::<HoldStat>(), 40);
+    assert_eq!(std::mem::size_of::<HoldStat>(), 32);
     #[cfg(not(feature = "tracing"))]
-    assert_eq!(std::mem::size_of::<HoldStat>(), 24);
-    assert_eq!(std::mem::size_of::<Block>(), 1664);
+    assert_eq!(std::mem::size_of::<HoldStat>(), 16);
+    assert_eq!(std::mem::size_of::<LocalBlock>(), 1664);
+    // With the lock's event counters (`stats`), 18 of them.
+    assert_eq!(std::mem::size_of::<Block>(), 1664 + 18 * 8);
 }
 
 #[test]
@@ -78,17 +94,9 @@ fn histogram_counts_mean_max_and_percentiles() {
 #[test]
 fn the_longest_hold_keeps_the_max_with_its_site() {
     let s = LockStatState::new();
-    let block = Block::new();
+    let block = LocalBlock::new();
     let here = Location::caller();
-    let hold = |start| HoldStat {
-        site: here,
-        start,
-        #[cfg(feature = "tracing")]
-        earlier_ns: 0,
-        #[cfg(feature = "tracing")]
-        wait_ns: 0,
-        timed: true,
-    };
+    let hold = |start| HoldStat::new(here, start, true);
     assert_eq!(
         s.end_timed(&block, true, &hold(1000), Access::Read, 1050),
         50
@@ -109,18 +117,17 @@ fn the_longest_hold_keeps_the_max_with_its_site() {
     assert_eq!(read_hold.max(), Duration::from_nanos(100));
     assert_eq!(read_hold.total(), Duration::from_nanos(150));
     assert_eq!(block.write_hold.snapshot().count(), 1);
-    // A hold not timed, by the coarse clock: the longest hold if it is.
-    let untimed = HoldStat {
-        timed: false,
-        ..hold(1)
-    };
+    // A hold not timed, by the coarse clock: the longest hold if it is. (Its start is the
+    // epoch's first nanosecond: wait until the coarse clock, which may be this test's
+    // first reading of the crate's clock, is past 300 ns of it.)
+    while coarse_ns(None) <= 1_000 {
+        std::hint::spin_loop();
+    }
+    let untimed = HoldStat::new(here, 1, false);
     assert!(s.end_untimed(&untimed, Access::UpgradableRead) > 300);
     assert_eq!(s.longest.read().unwrap().2, Access::UpgradableRead);
     // A read hold not timed has no start: nothing to measure.
-    let read = HoldStat {
-        timed: false,
-        ..hold(0)
-    };
+    let read = HoldStat::new(here, 0, false);
     assert_eq!(s.end_untimed(&read, Access::Read), 0);
 }
 
@@ -130,24 +137,26 @@ fn the_longest_hold_keeps_the_max_with_its_site() {
 #[test]
 fn the_holder_slot_names_the_last_exclusive_hold() {
     let s = LockStatState::new();
+    let b = Blocks::new();
     let here = Location::caller();
     assert!(s.holder().is_none());
-    let first = s.acquired(WaiterKind::Write, here, None, false);
+    let first = s.acquired(&b, WaiterKind::Write, here, None, false);
     assert_eq!(s.holder().unwrap().access, Access::Write);
-    s.released(WaiterKind::Write, &first);
+    s.released(&b, WaiterKind::Write, &first);
     assert_eq!(s.holder().unwrap().access, Access::Write); // left for the next one
-    let grant = Some(Grant {
+    let grant = Waited {
         wait_ns: 5,
         at: now_ns(),
         site: here,
-    });
-    let mut next = s.acquired(WaiterKind::UpgradableRead, here, grant, false);
+    };
+    let mut next = s.acquired_after(&b, WaiterKind::UpgradableRead, here, grant);
     let holder = s.holder().unwrap();
     assert_eq!(holder.access, Access::UpgradableRead);
     // Its start: the grant's, by the precise clock.
-    assert!(next.timed && grant.is_some_and(|g| next.start == g.at));
+    assert!(next.timed() && next.start() == grant.at);
     // An upgrade: the same hold, now writing.
     s.changed(
+        &b,
         WaiterKind::UpgradableRead,
         WaiterKind::Upgrade,
         &mut next,
@@ -156,21 +165,22 @@ fn the_holder_slot_names_the_last_exclusive_hold() {
     );
     assert_eq!(s.holder().unwrap().access, Access::Write);
     assert_eq!(s.holder.0.seq.load(Ordering::Relaxed) % 2, 0);
-    s.released(WaiterKind::Upgrade, &next);
+    s.released(&b, WaiterKind::Upgrade, &next);
 }
 
 #[test]
 fn the_table_has_every_row() {
     let s = LockStatState::new();
+    let b = Blocks::new();
     let here = Location::caller();
-    let _read = s.acquired(WaiterKind::Read, here, None, false);
-    let grant = Some(Grant {
+    let _read = s.acquired(&b, WaiterKind::Read, here, None, false);
+    let grant = Waited {
         wait_ns: 2_000,
         at: now_ns(),
         site: here,
-    });
-    let _write = s.acquired(WaiterKind::Write, here, grant, false);
-    let text = s.snapshot(LockStats::default()).to_string();
+    };
+    let _write = s.acquired_after(&b, WaiterKind::Write, here, grant);
+    let text = s.snapshot(&b).to_string();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 6, "{text}");
     assert!(
@@ -192,15 +202,16 @@ fn the_table_has_every_row() {
 fn untimed_holds_are_counted_and_sampled_ones_timed() {
     std::thread::spawn(|| {
         let s = LockStatState::new();
+        let b = Blocks::new();
         let here = Location::caller();
         let n = 2 * SAMPLE_EVERY;
         for _ in 0..n {
-            let hold = s.acquired(WaiterKind::Read, here, None, false);
-            s.released(WaiterKind::Read, &hold);
-            let hold = s.acquired(WaiterKind::Write, here, None, false);
-            s.released(WaiterKind::Write, &hold);
+            let hold = s.acquired(&b, WaiterKind::Read, here, None, false);
+            s.released(&b, WaiterKind::Read, &hold);
+            let hold = s.acquired(&b, WaiterKind::Write, here, None, false);
+            s.released(&b, WaiterKind::Write, &hold);
         }
-        let stat = s.snapshot(LockStats::default());
+        let stat = s.snapshot(&b);
         for (hold, wait) in [
             (stat.read_hold(), stat.read_wait()),
             (stat.write_hold(), stat.write_wait()),
@@ -211,9 +222,9 @@ fn untimed_holds_are_counted_and_sampled_ones_timed() {
             assert_eq!(wait.zeros(), u64::from(n));
         }
         // A "held too long" threshold times every hold.
-        let hold = s.acquired(WaiterKind::Read, here, None, true);
-        s.released(WaiterKind::Read, &hold);
-        assert_eq!(s.snapshot(LockStats::default()).read_hold().timed(), 3);
+        let hold = s.acquired(&b, WaiterKind::Read, here, None, true);
+        s.released(&b, WaiterKind::Read, &hold);
+        assert_eq!(s.snapshot(&b).read_hold().timed(), 3);
     })
     .join()
     .unwrap();
@@ -225,6 +236,7 @@ fn untimed_holds_are_counted_and_sampled_ones_timed() {
 #[test]
 fn threads_record_apart_and_the_snapshot_folds_them() {
     let s = LockStatState::new();
+    let b = Blocks::new();
     let here = Location::caller();
     let per_thread = 1000u64;
     // Joined one by one: a join waits for the thread's thread-local destructors too
@@ -234,16 +246,16 @@ fn threads_record_apart_and_the_snapshot_folds_them() {
             .map(|_| {
                 scope.spawn(|| {
                     for _ in 0..per_thread {
-                        let hold = s.acquired(WaiterKind::Read, here, None, false);
-                        s.released(WaiterKind::Read, &hold);
+                        let hold = s.acquired(&b, WaiterKind::Read, here, None, false);
+                        s.released(&b, WaiterKind::Read, &hold);
                     }
-                    let grant = Some(Grant {
+                    let grant = Waited {
                         wait_ns: 10,
                         at: now_ns(),
                         site: here,
-                    });
-                    let hold = s.acquired(WaiterKind::Write, here, grant, false);
-                    s.released(WaiterKind::Write, &hold);
+                    };
+                    let hold = s.acquired_after(&b, WaiterKind::Write, here, grant);
+                    s.released(&b, WaiterKind::Write, &hold);
                 })
             })
             .collect();
@@ -251,9 +263,9 @@ fn threads_record_apart_and_the_snapshot_folds_them() {
             thread.join().unwrap();
         }
     });
-    let blocks = s.blocks.len();
+    let blocks = b.len();
     assert!((1..=4).contains(&blocks), "{blocks}");
-    let stat = s.snapshot(LockStats::default());
+    let stat = s.snapshot(&b);
     assert_eq!(stat.read_wait().count(), 4 * per_thread);
     assert_eq!(stat.read_hold().count(), 4 * per_thread);
     assert_eq!(stat.write_contentions(), 4);
@@ -263,17 +275,14 @@ fn threads_record_apart_and_the_snapshot_folds_them() {
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    let _ = s.acquired(WaiterKind::Read, here, None, false);
+                    let _ = s.acquired(&b, WaiterKind::Read, here, None, false);
                 })
                 .join()
                 .unwrap();
         });
     }
-    assert_eq!(s.blocks.len(), blocks);
-    assert_eq!(
-        s.snapshot(LockStats::default()).read_wait().count(),
-        4 * per_thread + 3
-    );
+    assert_eq!(b.len(), blocks);
+    assert_eq!(s.snapshot(&b).read_wait().count(), 4 * per_thread + 3);
 }
 
 /// A hold released by another thread-local's destructor, while the thread exits, is
@@ -285,10 +294,10 @@ fn a_release_in_a_thread_local_destructor_is_counted() {
     impl Drop for ReleaseOnExit {
         fn drop(&mut self) {
             if let Some(hold) = self.1.take() {
-                self.0.released(WaiterKind::Read, &hold);
+                self.0.released(&B, WaiterKind::Read, &hold);
                 let _ = self
                     .0
-                    .acquired(WaiterKind::Write, Location::caller(), None, false);
+                    .acquired(&B, WaiterKind::Write, Location::caller(), None, false);
             }
         }
     }
@@ -296,21 +305,22 @@ fn a_release_in_a_thread_local_destructor_is_counted() {
         static EXIT: std::cell::RefCell<Option<ReleaseOnExit>> = const { std::cell::RefCell::new(None) };
     }
     static S: LockStatState = LockStatState::new();
+    static B: Blocks = Blocks::new();
     std::thread::spawn(|| {
         // Registered before the lock's thread-local, so destroyed after it where the
         // platform runs destructors in reverse order (the shared block's case).
         EXIT.with(|_| {});
-        let hold = S.acquired(WaiterKind::Read, Location::caller(), None, false);
+        let hold = S.acquired(&B, WaiterKind::Read, Location::caller(), None, false);
         EXIT.with(|exit| *exit.borrow_mut() = Some(ReleaseOnExit(&S, Some(hold))));
     })
     .join()
     .unwrap();
-    let stat = S.snapshot(LockStats::default());
+    let stat = S.snapshot(&B);
     assert_eq!(stat.read_hold().count(), 1);
     assert_eq!(stat.write_wait().count(), 1);
     // Linux runs them in reverse order: the shared block took them.
     #[cfg(target_os = "linux")]
-    assert!(S.blocks.has_shared());
+    assert!(B.has_shared());
 }
 
 /// The coarse clock is never ahead of the precise one, and it ticks.

@@ -13,7 +13,9 @@ use crate::raw::RawRwLock;
 #[inline]
 pub(crate) fn waited(raw: &RawRwLock, kind: WaiterKind, hold: &HoldStat, site: Option<Site>) {
     if hold.wait_ns != 0 && hold.wait_ns > raw.warn_waited_ns() {
-        waited_too_long(raw, kind, hold, site.unwrap_or(hold.site));
+        if let Some(site) = site.or(hold.site) {
+            waited_too_long(raw, kind, hold, site);
+        }
     }
 }
 
@@ -51,7 +53,7 @@ fn held_too_long(raw: &RawRwLock, kind: WaiterKind, hold: &HoldStat, held_ns: u6
         target: "async_rwsem::lock_stat",
         lock = ?std::ptr::from_ref(raw),
         access = %Access::of(kind),
-        location = %hold.site,
+        location = hold.site.map(tracing::field::display),
         held_us = held_ns / 1000,
         "held the lock too long"
     );
@@ -68,7 +70,7 @@ fn head_waiting(raw: &RawRwLock, kind: WaiterKind, hold: &HoldStat, threshold: u
             access = %Access::of(head.kind),
             location,
             waited_us = head.waited_ns / 1000,
-            holder = %hold.site,
+            holder = hold.site.map(tracing::field::display),
             holder_access = %Access::of(kind),
             "waiting too long for the lock"
         );
