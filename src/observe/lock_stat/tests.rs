@@ -35,8 +35,8 @@ fn sizes() {
     #[cfg(not(feature = "tracing"))]
     assert_eq!(std::mem::size_of::<HoldStat>(), 16);
     assert_eq!(std::mem::size_of::<LocalBlock>(), 1664);
-    // With the lock's event counters (`stats`), 18 of them.
-    assert_eq!(std::mem::size_of::<Block>(), 1664 + 18 * 8);
+    // With the lock's event counters (`stats`), 19 of them.
+    assert_eq!(std::mem::size_of::<Block>(), 1664 + 19 * 8);
 }
 
 #[test]
