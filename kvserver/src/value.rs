@@ -126,8 +126,10 @@ impl ZSet {
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         self.scores.get(member).copied()
     }
-    /// Sets a member's score; returns the old one.
+    /// Sets a member's score; returns the old one. A score of -0 is kept as 0, as Redis 7.0
+    /// keeps it in a small (listpack) sorted set.
     pub fn insert(&mut self, member: Vec<u8>, score: f64) -> Option<f64> {
+        let score = if score == 0.0 { 0.0 } else { score };
         let old = self.remove(&member);
         self.order.insert((ScoreKey::new(score), member.clone()));
         self.scores.insert(member, score);

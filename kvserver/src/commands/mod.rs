@@ -32,6 +32,7 @@ use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::{ClientInfo, Shared};
 use crate::store::{Shard, OOM};
+use crate::value::Value;
 
 /// The `seq` a command leaves when its reply shows data but it logged nothing (a read, or a
 /// write that changed nothing): the connection must not send it if a log failure may have
@@ -378,6 +379,38 @@ fn reply_err(out: &mut Vec<u8>, r: Result<(), String>) {
     if let Err(e) = r {
         resp::error(out, &e)
     }
+}
+
+/// The outcome of a critical section over several shards (`Store::transaction`): its result,
+/// and if it succeeded the sequence number of its log record put in `seq` (0: it logged
+/// nothing).
+fn settle<T>(seq: &mut u64, r: Result<(Result<T, String>, u64), String>) -> Result<T, String> {
+    match r {
+        Ok((Ok(v), record)) => {
+            if record != 0 {
+                *seq = record;
+            }
+            Ok(v)
+        }
+        Ok((Err(e), _)) | Err(e) => Err(e),
+    }
+}
+
+/// A read of the value at `key` as one type (`get`: [`Value::list`], [`Value::hash`], ...):
+/// `reply` writes the reply from it (`None`: no such key) under the shard's read lock; a key
+/// of another type gets `WRONGTYPE`.
+async fn read_as<L: ShardLock<Shard>, T: ?Sized>(
+    shared: &Shared<L>,
+    key: &[u8],
+    get: fn(&Value) -> Result<&T, String>,
+    out: &mut Vec<u8>,
+    reply: impl FnOnce(Option<&T>, &mut Vec<u8>),
+) {
+    let r = shared
+        .store
+        .read(key, |v| Ok(reply(v.map(get).transpose()?, out)))
+        .await;
+    reply_err(out, r)
 }
 
 /// The RESP2 null array (`*-1`), as `LPOP key count` replies for a missing key.

@@ -253,6 +253,10 @@ fn config_table<L: ShardLock<Shard>>(shared: &Shared<L>) -> Vec<(String, String)
         ("maxmemory".into(), mem.maxmemory.to_string()),
         ("maxmemory-policy".into(), mem.policy.name().into()),
         ("maxmemory-samples".into(), mem.samples.to_string()),
+        // Redis' defaults, which this server does not change: clients are not counted against
+        // the limit, and an eviction cycle is bounded by keys, not by time.
+        ("maxmemory-clients".into(), "0".into()),
+        ("maxmemory-eviction-tenacity".into(), "10".into()),
         ("cluster-enabled".into(), "no".into()),
         ("replicaof".into(), String::new()),
         ("slaveof".into(), String::new()),
@@ -473,7 +477,7 @@ pub(super) fn wrong_sub_args(out: &mut Vec<u8>, args: &Args) {
     );
 }
 
-/// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS`.
+/// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS|GETKEYS`.
 fn command(args: &Args, out: &mut Vec<u8>) {
     if args.len() == 1 {
         resp::array_header(out, COMMANDS.len());
@@ -517,7 +521,22 @@ fn command(args: &Args, out: &mut Vec<u8>) {
                 reply_docs(out, s);
             }
         }
-        b"COUNT" | b"LIST" => wrong_sub_args(out, args),
+        b"GETKEYS" if args.len() >= 4 => {
+            let req: Args = args[2..].to_vec();
+            let Some(s) = spec(&req[0].to_ascii_uppercase()) else {
+                return resp::error(out, "ERR Invalid command specified");
+            };
+            if !super::arity_ok(&req, s.arity) {
+                return resp::error(out, "ERR Invalid number of arguments specified for command");
+            }
+            let keys: Vec<&[u8]> = super::tx::keys_of(s, &req).collect();
+            if keys.is_empty() {
+                return resp::error(out, "ERR The command has no key arguments");
+            }
+            resp::array_header(out, keys.len());
+            keys.into_iter().for_each(|k| resp::bulk(out, k));
+        }
+        b"COUNT" | b"LIST" | b"GETKEYS" => wrong_sub_args(out, args),
         _ => unknown_subcommand(out, args),
     }
 }

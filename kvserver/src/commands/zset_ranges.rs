@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rand::seq::IteratorRandom;
 use rand::Rng;
 
-use super::{index_range, reply_err, reply_int, scored_array, Flow, NOT_INT, SYNTAX};
+use super::{index_range, read_as, reply_err, reply_int, scored_array, Flow, NOT_INT, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
@@ -113,20 +113,16 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             reply_int(out, r)
         }
         b"ZMSCORE" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let z = v.map(Value::zset).transpose()?;
-                    resp::array_header(out, args.len() - 2);
-                    for m in &args[2..] {
-                        match z.and_then(|z| z.score(m)) {
-                            Some(s) => resp::double(out, s),
-                            None => resp::null(out),
-                        }
+            read_as(shared, &args[1], Value::zset, out, |z, out| {
+                resp::array_header(out, args.len() - 2);
+                for m in &args[2..] {
+                    match z.and_then(|z| z.score(m)) {
+                        Some(s) => resp::double(out, s),
+                        None => resp::null(out),
                     }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+                }
+            })
+            .await
         }
         b"ZRANDMEMBER" => zrandmember(shared, args, out).await,
         _ => return super::zset_ops::execute(shared, name, args, out, seq).await,
@@ -361,15 +357,7 @@ async fn zrange<L: ShardLock<Shard>>(
             Ok::<_, String>(n)
         })
         .await;
-    match r {
-        Ok((Ok(n), record)) => {
-            if record != 0 {
-                *seq = record;
-            }
-            resp::integer(out, n)
-        }
-        Ok((Err(e), _)) | Err(e) => resp::error(out, &e),
-    }
+    reply_int(out, super::settle(seq, r));
     Flow::Continue
 }
 

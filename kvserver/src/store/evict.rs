@@ -493,14 +493,17 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// `OBJECT IDLETIME` (under an LRU policy) or `OBJECT FREQ` (under an LFU one) of a live
     /// key: `Err` names the policy's mismatch, `Ok(None)` no such key.
     pub async fn access_info(&self, key: &[u8], freq: bool) -> Result<Option<u64>, ()> {
-        let lfu = self.limits.policy().lfu();
-        if freq != lfu {
-            return Err(());
-        }
         let (i, h) = self.locate(key);
         let g = self.rlock(i).await;
         let now = super::now_ms();
-        Ok(g.peek_access(h, key, now).map(|a| match freq {
+        // As Redis: a missing key is a null reply whatever the policy.
+        let Some(a) = g.peek_access(h, key, now) else {
+            return Ok(None);
+        };
+        if freq != self.limits.policy().lfu() {
+            return Err(());
+        }
+        Ok(Some(match freq {
             true => self::freq(a),
             false => idle_secs(a),
         }))
