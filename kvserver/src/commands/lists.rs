@@ -109,15 +109,26 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             .await
         }
         b"LINDEX" => {
-            let Some(index) = parse_int(&args[2]) else {
-                resp::error(out, NOT_INT);
-                return Flow::Continue;
-            };
+            // As Redis: a missing key is nil and another type WRONGTYPE before the index is read.
             read_as(shared, &args[1], Value::list, out, |l, out| {
-                let len = l.map_or(0, |l| l.len() as i64);
-                let i = if index < 0 { index + len } else { index };
-                let item = l.and_then(|l| usize::try_from(i).ok().and_then(|i| l.get(i)));
-                resp::opt_bulk(out, item.map(|i| &i[..]));
+                let Some(l) = l else {
+                    return resp::null(out);
+                };
+                let Some(index) = parse_int(&args[2]) else {
+                    return resp::error(out, NOT_INT);
+                };
+                let i = if index < 0 {
+                    index + l.len() as i64
+                } else {
+                    index
+                };
+                resp::opt_bulk(
+                    out,
+                    usize::try_from(i)
+                        .ok()
+                        .and_then(|i| l.get(i))
+                        .map(|i| &i[..]),
+                );
             })
             .await
         }

@@ -582,6 +582,19 @@ async fn lcs_cmd<L: ShardLock<Shard>>(
     args: &Args,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
+    // As Redis 7.0: the keys' types first, then the options.
+    let mut vals: Vec<Vec<u8>> = Vec::new();
+    let mut err = None;
+    shared
+        .store
+        .get_many(&args[1..3], |_, v| match v.map(|v| v.bytes()).transpose() {
+            Ok(b) => vals.push(b.unwrap_or(b"").to_vec()),
+            Err(_) => err = Some("ERR The specified keys must contain string values".to_string()),
+        })
+        .await;
+    if let Some(e) = err {
+        return Err(e);
+    }
     let (mut len, mut idx, mut withlen, mut minlen) = (false, false, false, 0i64);
     let mut i = 3;
     while i < args.len() {
@@ -599,18 +612,6 @@ async fn lcs_cmd<L: ShardLock<Shard>>(
     }
     if len && idx {
         return Err("ERR If you want both the length and indexes, please just use IDX.".into());
-    }
-    let mut vals: Vec<Vec<u8>> = Vec::new();
-    let mut err = None;
-    shared
-        .store
-        .get_many(&args[1..3], |_, v| match v.map(|v| v.bytes()).transpose() {
-            Ok(b) => vals.push(b.unwrap_or(b"").to_vec()),
-            Err(_) => err = Some("ERR The specified keys must contain string values".to_string()),
-        })
-        .await;
-    if let Some(e) = err {
-        return Err(e);
     }
     let (a, b) = (&vals[0], &vals[1]);
     // dp[i][j]: the LCS length of a[..i] and b[..j].

@@ -14,7 +14,7 @@ use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
 use crate::store::{Change, Entry, Shard};
-use crate::value::{parse_double, Mutation, Value, ZSet};
+use crate::value::{parse_range_double, Mutation, Value, ZSet};
 
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
 const NOT_LEX_RANGE: &str = "ERR min or max not valid string range item";
@@ -188,11 +188,12 @@ enum Range {
     Lex(Lex, Lex),
 }
 
-/// A `BYSCORE` bound: `1.5`, `(1.5` (exclusive), `-inf`, `+inf`.
+/// A `BYSCORE` bound: `1.5`, `(1.5` (exclusive), `-inf`, `+inf` (read as Redis reads it:
+/// [`parse_range_double`]).
 pub(super) fn score_bound(a: &[u8]) -> Option<(f64, bool)> {
     match a.strip_prefix(b"(") {
-        Some(rest) => parse_double(rest).map(|f| (f, true)),
-        None => parse_double(a).map(|f| (f, false)),
+        Some(rest) => parse_range_double(rest).map(|f| (f, true)),
+        None => parse_range_double(a).map(|f| (f, false)),
     }
 }
 
