@@ -329,3 +329,53 @@ async fn client_unblock_and_each_clients_protocol() {
     assert_eq!(a.reply().await, "_\r\n");
     within("stop", srv.stop()).await.unwrap();
 }
+
+/// `INFO persistence`'s `rdb_changes_since_last_save` counts a served pop as a change (as in
+/// Redis' "BLPOP/BLMOVE should increase dirty"), and `SAVE` sets it back to 0. `MONITOR` shows
+/// a blocking command once, when it blocks, not again when it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_pops_are_changes_and_monitors_see_them_once() {
+    let dir = support::TempDir::new("blocking-dirty");
+    let srv = start(config(LockKind::Rwsem, Some(dir.path()), Fsync::No)).await;
+    let addr = srv.addr;
+    let changes = |info: String| -> u64 {
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .expect("rdb_changes_since_last_save in INFO persistence");
+        line.trim().parse().unwrap()
+    };
+    let (mut w, mut b, mut mon) = (
+        Raw::open(addr).await,
+        Raw::open(addr).await,
+        Raw::open(addr).await,
+    );
+    assert_eq!(mon.call(&["MONITOR"]).await, "+OK\r\n");
+    assert_eq!(w.call(&["SAVE"]).await, "+OK\r\n");
+    assert_eq!(changes(w.call(&["INFO", "persistence"]).await), 0);
+    b.send(&["BLPOP", "q", "0"]).await;
+    until_blocked(&mut w, 1).await;
+    assert_eq!(w.call(&["LPUSH", "q", "a"]).await, ":1\r\n");
+    assert_eq!(b.reply().await, pop_reply("q", "a"));
+    assert_eq!(changes(w.call(&["INFO", "persistence"]).await), 2);
+    assert_eq!(w.call(&["SAVE"]).await, "+OK\r\n");
+    assert_eq!(changes(w.call(&["INFO", "persistence"]).await), 0);
+    // The monitor: the BLPOP (when it blocked), then the LPUSH that served it, once each.
+    let mut lines = Vec::new();
+    while !lines
+        .last()
+        .is_some_and(|l: &String| l.contains("\"lpush\""))
+    {
+        let l = mon.reply().await.to_lowercase();
+        if !l.contains("\"info\"") {
+            lines.push(l);
+        }
+    }
+    assert!(lines[0].contains("\"blpop\" \"q\" \"0\""), "{lines:?}");
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("blpop")).count(),
+        1,
+        "{lines:?}"
+    );
+    within("stop", srv.stop()).await.unwrap();
+}

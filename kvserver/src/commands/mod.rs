@@ -214,23 +214,25 @@ async fn dispatch<L: ShardLock<Shard>>(
     let notify = shared
         .notify_flags
         .load(std::sync::atomic::Ordering::Relaxed);
-    let flow = if spec.blocking {
-        blocking::execute(shared, client, name, args, out, seq, nested).await
-    } else {
-        // The keys a write may make ready for blocked clients (taken before the command,
-        // which may consume its arguments).
-        let wakes =
-            (spec.write && shared.blocking.any()).then(|| blocking::written_keys(spec, args));
-        let flow = if notify != 0 && spec.write {
-            hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
-        } else {
-            run(shared, client, spec, name, args, out, seq).await
-        };
-        if let Some(keys) = wakes {
-            shared.blocking.signal(keys.iter().map(|k| &k[..]));
+    if spec.blocking {
+        // A command that blocks is shown once, when it first runs (as Redis shows it), not
+        // once it is served.
+        if let Some(line) = line {
+            shared.pubsub.feed_monitors(&line);
         }
-        flow
+        return blocking::execute(shared, client, name, args, out, seq, nested).await;
+    }
+    // The keys a write may make ready for blocked clients (taken before the command, which
+    // may consume its arguments).
+    let wakes = (spec.write && shared.blocking.any()).then(|| blocking::written_keys(spec, args));
+    let flow = if notify != 0 && spec.write {
+        hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
+    } else {
+        run(shared, client, spec, name, args, out, seq).await
     };
+    if let Some(keys) = wakes {
+        shared.blocking.signal(keys.iter().map(|k| &k[..]));
+    }
     if let Some(line) = line {
         shared.pubsub.feed_monitors(&line);
     }

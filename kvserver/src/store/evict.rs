@@ -31,9 +31,7 @@ use std::sync::Arc;
 
 use super::shard::{Entry, Shard, Slot};
 use super::txn::in_txn;
-use super::undo::undo_key;
 use super::{Store, StoreResult};
-use crate::aof;
 use crate::lock::ShardLock;
 use crate::value::{Mutation, Value};
 
@@ -627,19 +625,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             Some(e) if !volatile || e.expire_at != 0 => {}
             _ => return Ok(false),
         }
-        self.log_append(
-            seq,
-            |out| aof::put_del(out, std::iter::once(key)),
-            |ep, out| {
-                if self.flipped(i, ep) {
-                    aof::put_del(out, std::iter::once(key))
-                }
-            },
-        )?;
-        let prev = g.remove(h, key);
-        if self.log.is_some() {
-            self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
-        }
+        self.del_logged(&mut g, i, h, key, seq)?;
         Ok(true)
     }
 }
