@@ -134,10 +134,12 @@
 //! unlinks itself and, if it was the head, wakes the next head; a node that was granted
 //! the lock but never polled releases it.
 //!
-//! **Size.** A lock is 48 bytes on 64-bit targets, as `tokio::sync::RwLock<()>`: the count
-//! word, the wait lock with its one-pointer (ring) wait list, the policy stored in 16
-//! bytes, the reader limit and the learned spin budgets. The `stats` feature adds 8 bytes
-//! per counter.
+//! **Size.** A lock is 64 bytes on 64-bit targets, one cache line (`tokio::sync::RwLock<()>`
+//! is 48): the count word, the wait lock with its wait list (a ring of every waiter, a
+//! second ring of its readers alone and the number of its writers, so that a grant of the
+//! queued readers costs the readers it grants, never a walk of the writers queued between
+//! them), the policy stored in 16 bytes, the reader limit and the learned spin budgets.
+//! The `stats` feature adds 8 bytes per counter.
 //!
 //! # Cooperative scheduling (feature `tokio`, on by default)
 //!

@@ -126,7 +126,8 @@
 //! - **Order**: arrivals may pass queued waiters, once between two turns of the queue
 //!   (`Policy::pass_bound`) and until the handoff timeout; tokio serves
 //!   strictly in arrival order, as [`Policy::fifo()`] does (`tests/fifo.rs` runs tokio's
-//!   own `RwLock` tests against it). A writer that finds the lock held spins; behind a writer it
+//!   own `RwLock` tests against it, and against the default policy, where the two that
+//!   assert the queue's order see a reader pass a pending writer once). A writer that finds the lock held spins; behind a writer it
 //!   then yields once before it queues (a `try_read` may succeed meanwhile), behind
 //!   readers it queues at once.
 //! - **`downgrade`** grants every queued reader at once when a reader heads the queue, none
@@ -162,7 +163,7 @@
 //! tasks spin briefly for a lock whose owner is running, for a budget each lock learns;
 //! a timed handoff to the head of the queue bounds the unfairness. A release wakes a
 //! queued writer alone, or grants every queued reader (up to 256) at once. Dropping an
-//! acquire is safe in every state. A lock is 48 bytes on 64-bit targets, as tokio's.
+//! acquire is safe in every state. A lock is 64 bytes on 64-bit targets, one cache line.
 //! [`design`] has the algorithm, when not to use this lock, and a map of the source.
 
 #![deny(unsafe_op_in_unsafe_fn)]

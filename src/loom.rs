@@ -122,10 +122,23 @@ mod std_clock {
             Instant::now()
         }
 
-        /// How long since `earlier`.
+        /// How long since `earlier` (the contention events of `tracing`).
+        #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
         #[inline(always)]
         pub(crate) fn elapsed(&self, earlier: Instant) -> Duration {
             earlier.elapsed()
+        }
+
+        /// `after` from now (`None` if an `Instant` cannot hold it).
+        #[inline(always)]
+        pub(crate) fn deadline(&self, after: Duration) -> Option<Instant> {
+            Instant::now().checked_add(after)
+        }
+
+        /// Is it `deadline` or later?
+        #[inline(always)]
+        pub(crate) fn reached(&self, deadline: Instant) -> bool {
+            Instant::now() >= deadline
         }
     }
 }
@@ -155,6 +168,12 @@ mod logical_clock {
         /// As `std::time::Instant::saturating_duration_since`.
         pub(crate) fn saturating_duration_since(self, earlier: Instant) -> Duration {
             Duration::from_nanos(self.0.saturating_sub(earlier.0))
+        }
+
+        /// As `std::time::Instant::checked_sub`.
+        pub(crate) fn checked_sub(self, by: Duration) -> Option<Instant> {
+            let by = u64::try_from(by.as_nanos()).ok()?;
+            self.0.checked_sub(by).map(Instant)
         }
     }
 
@@ -194,6 +213,17 @@ mod logical_clock {
         /// How long since `earlier` (zero if this thread still sees an earlier time).
         pub(crate) fn elapsed(&self, earlier: Instant) -> Duration {
             self.now().saturating_duration_since(earlier)
+        }
+
+        /// `after` from now (`None` past what the clock counts).
+        pub(crate) fn deadline(&self, after: Duration) -> Option<Instant> {
+            let after = u64::try_from(after.as_nanos()).ok()?;
+            self.now().0.checked_add(after).map(Instant)
+        }
+
+        /// Is it `deadline` or later?
+        pub(crate) fn reached(&self, deadline: Instant) -> bool {
+            self.now() >= deadline
         }
 
         /// Time passes by `by`: one relaxed add, which this thread's readings see at once

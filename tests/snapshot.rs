@@ -11,13 +11,17 @@ use tokio_test::{assert_pending, assert_ready};
 mod support;
 use support::assert_idle;
 
-/// Every waiter queues at once: no spin, no yield, no handoff.
+/// Every contended acquire queues at once, in a strict order (no reader passes the queued
+/// writer), and nobody is handed the lock: a handoff timeout (an hour) that no test
+/// reaches. A timeout in time, not `Duration::MAX`, so that a queued writer keeps the
+/// time the snapshot reports.
 fn queue_at_once() -> Policy {
     Policy::new()
         .writer_spin(Duration::ZERO)
         .reader_spin(Duration::ZERO)
         .writer_yields(0)
-        .handoff_timeout(Duration::MAX)
+        .handoff_timeout(Duration::from_secs(3600))
+        .strict_order(true)
 }
 
 #[test]

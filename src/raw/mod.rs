@@ -200,9 +200,10 @@ const NO_READER_LIMIT: u32 = u32::MAX;
 
 /// The raw lock. See the module documentation.
 ///
-/// 48 bytes on 64-bit targets (without the `stats` feature), as `tokio::sync::RwLock<()>`:
-/// the count word, the wait lock with its one-pointer list, the stored policy, the reader
-/// limit and the learned spin budgets (a test asserts it).
+/// 64 bytes on 64-bit targets (without the `stats` feature), one cache line: the count
+/// word, the wait lock with its list (the head of the queue, the first queued reader and
+/// the number of queued writers), the stored policy, the reader limit and the learned spin
+/// budgets (a test asserts it).
 #[derive(Debug)]
 pub(crate) struct RawRwLock {
     count: AtomicUsize,
@@ -333,6 +334,7 @@ impl RawRwLock {
             "OWNER_PENDING without a writer (count {count:#x})"
         );
         assert_eq!(count & RESERVED, 0, "reserved bits set (count {count:#x})");
+        list.check_rings();
         assert_eq!(
             count & WRITER_QUEUED != 0,
             list.has_writer(),
@@ -344,8 +346,8 @@ impl RawRwLock {
     /// at every release of the wait lock ([`WaitLock`]), so that no path that unlinks a
     /// waiter (a grant, a queued writer taking the lock, a cancel, a stopped upgrade)
     /// has to. Setting it is the queueing writer's (`write_queue`, `upgrade_queue`). Costs
-    /// a load per release of the wait lock, and while the bit is set a walk to the first
-    /// queued writer (the head, in a queue of writers); nothing on the fast paths.
+    /// a load per release of the wait lock (the list counts its writers); nothing on the
+    /// fast paths.
     #[inline]
     fn sync_writer_queued(&self, list: &WaitList) {
         if self.count.load(Relaxed) & WRITER_QUEUED != 0 && !list.has_writer() {

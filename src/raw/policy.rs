@@ -542,6 +542,13 @@ impl StoredPolicy {
         self.handoff == 0
     }
 
+    /// Is the handoff timeout a time to wait (neither zero nor `Duration::MAX`)? Then a
+    /// queued writer records when it is due.
+    #[inline]
+    pub(crate) fn handoff_timed(&self) -> bool {
+        self.handoff != 0 && self.handoff != HANDOFF_NEVER
+    }
+
     pub(crate) fn handoff_timeout(&self) -> Duration {
         match self.handoff {
             HANDOFF_NEVER => Duration::MAX,

@@ -62,7 +62,10 @@ impl RawRwLock {
             // touches this node only.
             unsafe {
                 head.as_ref().with_inner(|inner| {
-                    snap.head_waited = inner.queued_at.map(|t| now.saturating_duration_since(t));
+                    snap.head_waited = inner
+                        .due
+                        .and_then(|due| due.checked_sub(self.policy.handoff_timeout()))
+                        .map(|queued_at| now.saturating_duration_since(queued_at));
                     #[cfg(feature = "lock_stat")]
                     {
                         snap.head_since = inner.record.since;

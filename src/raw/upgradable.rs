@@ -218,9 +218,13 @@ impl RawRwLock {
         // that waiter's, and stays set for it.
         // SAFETY: `node` is linked in `list`, which we hold.
         let of_next = unsafe { node.as_ref().with_inner(|inner| inner.handoff_of_next) };
-        let taken = self.queued_write_lock(list, READER_BIAS + UPGRADABLE, of_next, |count| {
-            count & WRITER_LOCKED == 0 && readers(count) == 1
-        });
+        let taken = self.queued_write_lock(
+            list,
+            WRITER_LOCKED,
+            READER_BIAS + UPGRADABLE,
+            of_next,
+            |count| count & WRITER_LOCKED == 0 && readers(count) == 1,
+        );
         if taken {
             lockevent!(self, wlock_queued);
         }

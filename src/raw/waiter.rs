@@ -160,13 +160,26 @@ impl Future for LockFuture<'_> {
         // SAFETY: `node` is never moved out of (only `&` to it is taken, in `poll_slow`
         // and `cancel`); the other fields are not structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        if let Phase::FastFailed(_) = this.phase {
-            // From here on as in phase `Init`, the bias held by this poll: if it unwinds,
-            // the bias goes back and the future, in `Init`, holds nothing.
-            let Phase::FastFailed(bias) = std::mem::replace(&mut this.phase, Phase::Init) else {
-                unreachable!()
-            };
-            return this.poll_slow(cx, Some(bias));
+        match this.phase {
+            // A re-poll of a granted node (a grant at a release, or the lock taken under
+            // the wait lock) completes here, without the slow path: the grant's store of
+            // `Granted` was its last touch of the node.
+            Phase::Queued if this.node.state(Acquire) == NodeState::Granted => {
+                if this.node.kind == WaiterKind::Write {
+                    this.lock.owner_runs();
+                }
+                return done(&mut this.phase);
+            }
+            Phase::FastFailed(_) => {
+                // From here on as in phase `Init`, the bias held by this poll: if it
+                // unwinds, the bias goes back and the future, in `Init`, holds nothing.
+                let Phase::FastFailed(bias) = std::mem::replace(&mut this.phase, Phase::Init)
+                else {
+                    unreachable!()
+                };
+                return this.poll_slow(cx, Some(bias));
+            }
+            _ => {}
         }
         if this.upgrade_fast() {
             return Poll::Ready(());

@@ -90,9 +90,7 @@ impl RawRwLock {
         let mut pass_writer = false;
         match head_kind {
             WaiterKind::Write => {
-                let pass = wake_type != WakeType::ReadOwned
-                    // SAFETY: `head` is the head of `list`, which we hold.
-                    && unsafe { self.readers_pass_writer(list, head) };
+                let pass = wake_type != WakeType::ReadOwned && self.readers_pass_writer(list);
                 if !pass {
                     if wake_type == WakeType::Any {
                         // SAFETY: `head` is the head of `list`, which we hold.
@@ -167,12 +165,15 @@ impl RawRwLock {
         // In a strict order (or with a handoff at every release) the batch is the run of
         // readers at the head: a waiter the grant cannot take (a writer, an upgradable
         // reader kept out) holds back everyone behind it. (Readers never pass a head
-        // writer there: `readers_pass_writer` needs neither.)
+        // writer there: `readers_pass_writer` needs neither.) Otherwise it is taken from
+        // the readers' ring: every queued reader in order, the writers between them
+        // skipped without a look.
         let ordered = self.policy.strict_order() || self.policy.handoff_always();
+        let walk = ReaderWalk { ordered };
         let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
         let mut passed = 0usize;
-        let mut cursor = Some(head);
+        let mut cursor = walk.first(list, head);
         while let Some(node) = cursor {
             if woken == batch {
                 break;
@@ -185,12 +186,14 @@ impl RawRwLock {
             } else {
                 passed += 1;
             }
-            // SAFETY: `node` is linked in `list`, which we hold.
-            cursor = unsafe { list.next(node) };
+            // SAFETY: `node` is linked in `list` (a reader, unless `ordered`), which we
+            // hold.
+            cursor = unsafe { walk.next(list, node) };
         }
         // Every queued waiter is granted: none left behind, none past the batch (nor, when
-        // `ordered`, behind the waiter the walk stopped at: `cursor` is that one).
-        let everyone = cursor.is_none() && passed == 0;
+        // `ordered`, behind the waiter the walk stopped at: `cursor` is that one), and,
+        // for a walk of the readers alone, no writer queued beside them.
+        let everyone = cursor.is_none() && passed == 0 && (ordered || !list.has_writer());
         if woken == 0 {
             // Nobody can be granted now: only an upgradable reader waits at the head while
             // another holds the lock, or `max_readers` readers are inside. Their release
@@ -230,14 +233,14 @@ impl RawRwLock {
             self.count.fetch_add(adjust, AcqRel);
         }
 
-        // Pass 2: the count holds their locks now; grant them.
+        // Pass 2: the count holds their locks now; grant them (the same walk).
         let mut pick = GrantPick::new(oldcount);
         let mut left = woken;
-        let mut cursor = Some(head);
+        let mut cursor = walk.first(list, head);
         while left > 0 {
             let node = cursor.expect("pass 1 counted these readers");
-            // SAFETY: `node` is linked in `list`, which we hold.
-            cursor = unsafe { list.next(node) };
+            // SAFETY: as in pass 1 (the next node is read before `node` is unlinked).
+            cursor = unsafe { walk.next(list, node) };
             // SAFETY: linked nodes are alive while we hold the wait lock.
             if !pick.take(unsafe { node.as_ref() }.kind) {
                 continue;
@@ -251,9 +254,9 @@ impl RawRwLock {
     }
 
     /// May the readers queued behind the head writer be granted now, passing it once?
-    /// Yes if no handoff is pending, no writer holds the lock, and the node after the head
-    /// or the tail is a reader (so that a queue of writers alone costs no walk); never
-    /// under a strict order or a handoff at every release, nor without handoffs. The
+    /// Yes if no handoff is pending, no writer holds the lock, and a plain reader is
+    /// queued (the readers' ring says so without a walk of the writers); never under a
+    /// strict order or a handoff at every release, nor without handoffs. The
     /// grant then gives the writer the handoff: readers that arrive later queue behind
     /// it, and the release that frees the lock grants it. So the queue alternates a batch
     /// of readers and a writer (phase-fair), where the kernel grants readers only from a
@@ -261,24 +264,26 @@ impl RawRwLock {
     /// (its task asleep, or runnable but not yet polled) fell to 9-11% of the operations
     /// in mixed-40-40.
     ///
-    /// # Safety
-    ///
-    /// `head` is the head of `list`, the locked wait list of `self`, and a writer.
-    unsafe fn readers_pass_writer(&self, list: &WaitList, head: NonNull<Waiter>) -> bool {
+    /// `list` is the locked wait list of `self`, whose head is a writer.
+    fn readers_pass_writer(&self, list: &WaitList) -> bool {
         if !self.spin_past_queue()
             || self.policy.handoff_never()
             || self.count.load(Relaxed) & (WRITER_LOCKED | HANDOFF) != 0
         {
             return false;
         }
-        let is_reader = |node: Option<NonNull<Waiter>>| {
-            node.is_some_and(|node| {
-                // SAFETY: a node of `list` (linked, hence alive), which we hold.
-                matches!(unsafe { node.as_ref() }.kind, WaiterKind::Read)
-            })
-        };
-        // SAFETY: `head` is linked in `list`, which we hold.
-        is_reader(unsafe { list.next(head) }) || is_reader(list.tail())
+        // A plain reader queued anywhere (upgradable readers, rarely queued, are stepped
+        // over in the readers' ring).
+        let mut cursor = list.first_reader();
+        while let Some(node) = cursor {
+            // SAFETY: a reader node of `list` (linked, hence alive), which we hold.
+            if unsafe { node.as_ref() }.kind == WaiterKind::Read {
+                return true;
+            }
+            // SAFETY: as above.
+            cursor = unsafe { list.next_reader(node) };
+        }
+        false
     }
 
     /// Grants `node` the lock the count word already holds for it: unlinks it, moves its
@@ -328,7 +333,8 @@ impl RawRwLock {
         }
     }
 
-    /// A queued waiter takes the write lock, in one CAS loop: sets `WRITER_LOCKED`, clears
+    /// A queued waiter takes the write lock, in one CAS loop: sets `taken` (`WRITER_LOCKED`,
+    /// with [`OWNER_PENDING`] for a grant to a task not running), clears
     /// `HANDOFF` (a handoff is only ever the head's, and the head is served now; unless
     /// `handoff_of_next`: an upgrade that queued ahead of a head already due the handoff
     /// leaves it to that waiter), clears `WAITERS` (and `HANDOFF`) if it is the last
@@ -339,10 +345,12 @@ impl RawRwLock {
     pub(super) fn queued_write_lock(
         &self,
         list: &WaitList,
+        taken: usize,
         trade: usize,
         handoff_of_next: bool,
         can_take: impl Fn(usize) -> bool,
     ) -> bool {
+        debug_assert!(taken & WRITER_LOCKED != 0 && taken & !(WRITER_LOCKED | OWNER_PENDING) == 0);
         let last = list.is_single();
         let clear = match (last, handoff_of_next) {
             (true, _) => HANDOFF | WAITERS,
@@ -351,7 +359,7 @@ impl RawRwLock {
         };
         self.count
             .fetch_update(Acquire, Relaxed, |count| {
-                can_take(count).then(|| ((count - trade) | WRITER_LOCKED) & !clear)
+                can_take(count).then(|| ((count - trade) | taken) & !clear)
             })
             .is_ok()
     }
@@ -393,12 +401,12 @@ impl RawRwLock {
             if count & HANDOFF == 0 {
                 lockevent!(self, wlock_handoff);
             }
-            // Nobody but the head may take the lock now: hand it over directly. A
-            // reader's transient bias makes this fail; its queueing re-checks.
-            if self.queued_write_lock(list, 0, false, |count| count & LOCK_MASK == 0) {
-                // Its task has not run since: spinners must not wait for it (they yield,
-                // which lets it run if it waits on their worker).
-                self.count.fetch_or(OWNER_PENDING, Relaxed);
+            // Nobody but the head may take the lock now: hand it over directly, with
+            // `OWNER_PENDING` in the same step (its task has not run since: spinners must
+            // not wait for it; they yield, which lets it run if it waits on their worker).
+            // A reader's transient bias makes this fail; its queueing re-checks.
+            let taken = WRITER_LOCKED | OWNER_PENDING;
+            if self.queued_write_lock(list, taken, 0, false, |count| count & LOCK_MASK == 0) {
                 // SAFETY: `head` is linked in `list`; the count holds its write lock.
                 unsafe { self.grant(list, head, wakers) };
                 lockevent!(self, wlock_queued);
@@ -454,15 +462,52 @@ impl RawRwLock {
         if self.policy.handoff_always() {
             return true;
         }
-        let timeout = self.policy.handoff_timeout();
         // SAFETY: caller's contract.
-        let queued_at = unsafe { node.as_ref().with_inner(|inner| inner.queued_at) };
-        let due = queued_at.is_some_and(|t| self.clock.elapsed(t) >= timeout);
+        let deadline = unsafe { node.as_ref().with_inner(|inner| inner.due) };
+        let due = deadline.is_some_and(|deadline| self.clock.reached(deadline));
         #[cfg(all(test, async_rwsem_loom))]
         if due {
             self.clock.note_due();
         }
         due
+    }
+}
+
+/// Which nodes a batch grant walks ([`RawRwLock::mark_wake`]): in a strict order the
+/// list from its head (the grant stops at the first waiter it cannot take), otherwise the
+/// readers' ring (every queued reader in order; the writers between them are not looked
+/// at).
+#[derive(Clone, Copy)]
+struct ReaderWalk {
+    ordered: bool,
+}
+
+impl ReaderWalk {
+    /// Where the walk starts, in `list` whose head is `head`.
+    #[inline]
+    fn first(self, list: &WaitList, head: NonNull<Waiter>) -> Option<NonNull<Waiter>> {
+        if self.ordered {
+            Some(head)
+        } else {
+            list.first_reader()
+        }
+    }
+
+    /// The node after `node`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is linked in `list` (a reader, unless the walk is `ordered`), whose wait lock
+    /// the caller holds.
+    #[inline]
+    unsafe fn next(self, list: &WaitList, node: NonNull<Waiter>) -> Option<NonNull<Waiter>> {
+        if self.ordered {
+            // SAFETY: caller's contract.
+            unsafe { list.next(node) }
+        } else {
+            // SAFETY: caller's contract: a reader node.
+            unsafe { list.next_reader(node) }
+        }
     }
 }
 

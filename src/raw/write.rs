@@ -240,14 +240,14 @@ impl RawRwLock {
     #[cold]
     #[inline(never)]
     pub(crate) unsafe fn write_queue(&self, node: NonNull<Waiter>, waker: Waker) -> bool {
-        // The time for the handoff timeout, read before the wait lock is taken (the node
-        // is still `Idle`, ours alone).
-        let now = self.clock.now();
-        // SAFETY: the node is idle and ours (caller's contract).
-        unsafe {
-            node.as_ref()
-                .with_inner(|inner| inner.queued_at = Some(now))
-        };
+        // When the handoff timeout makes it due, read before the wait lock is taken (the
+        // node is still `Idle`, ours alone); no clock at all under a timeout of zero or
+        // `Duration::MAX`.
+        if self.policy.handoff_timed() {
+            let due = self.clock.deadline(self.policy.handoff_timeout());
+            // SAFETY: the node is idle and ours (caller's contract).
+            unsafe { node.as_ref().with_inner(|inner| inner.due = due) };
+        }
         self.with_wait_list(|list, wakers| {
             let first = list.is_empty();
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
@@ -332,7 +332,7 @@ impl RawRwLock {
                 count & LOCK_MASK == 0
                     && (count & HANDOFF == 0 || state != WriterWaitState::NotFirst)
             };
-            if self.queued_write_lock(list, 0, false, free) {
+            if self.queued_write_lock(list, WRITER_LOCKED, 0, false, free) {
                 // SAFETY: `node` is ours, linked in `list`; wait lock held.
                 unsafe { self.unlink_own(list, node) };
                 lockevent!(self, wlock_queued);

@@ -32,10 +32,11 @@ pub struct Snapshot {
     /// The upgradable reader's upgrade waits (at the head of the queue) for the readers
     /// to leave.
     pub upgrade_pending: bool,
-    /// How long the head of the queue has waited: known for a writer at the head (the
-    /// time the handoff timeout is measured from) and, under `lock_stat`, for any
-    /// waiter (since its acquire first had to wait). `None` with nobody queued, or when
-    /// unknown.
+    /// How long the head of the queue has waited: known for a writer at the head under a
+    /// policy whose handoff timeout is a time (neither zero, as in `Policy::fifo`, nor
+    /// `Duration::MAX`: the lock keeps when such a writer is due the handoff, and reads no
+    /// clock for it otherwise) and, under `lock_stat`, for any waiter (since its acquire
+    /// first had to wait). `None` with nobody queued, or when unknown.
     pub head_waited: Option<Duration>,
     /// The head of the queue has been promised the lock (the handoff bit): nobody else may
     /// take it until the head has it.

@@ -101,6 +101,10 @@ trait ThreadLock: Send + Sync + 'static {
     fn new() -> Self;
     fn read<R>(&self, f: impl FnOnce(&[u64; CELLS]) -> R) -> R;
     fn write(&self, f: impl FnOnce(&mut [u64; CELLS]));
+    /// The lock's events, where it counts them (async-rwsem with the feature `stats`).
+    fn events(&self) -> Option<String> {
+        None
+    }
 }
 
 impl ThreadLock for async_rwsem::RwLock<[u64; CELLS]> {
@@ -115,6 +119,16 @@ impl ThreadLock for async_rwsem::RwLock<[u64; CELLS]> {
     }
     fn write(&self, f: impl FnOnce(&mut [u64; CELLS])) {
         f(&mut self.blocking_write());
+    }
+    #[cfg(feature = "stats")]
+    fn events(&self) -> Option<String> {
+        let events: Vec<String> = self
+            .stats()
+            .counters()
+            .filter(|&(_, n)| n != 0)
+            .map(|(name, n)| format!("{name}={n}"))
+            .collect();
+        Some(events.join(" "))
     }
 }
 
@@ -218,6 +232,11 @@ fn run<L: ThreadLock>(writers: usize, readers: usize, window: Duration) -> Run {
     stop.store(true, Relaxed);
     for h in handles {
         h.join().expect("a thread panicked");
+    }
+    // With the feature `stats` and `THREADS_STATS=1`: async-rwsem's lock events over the
+    // run (`THREADS_STATS=1 cargo run --release -p bench --features stats --bin threads`).
+    if let (Some(events), Some(_)) = (lock.events(), std::env::var_os("THREADS_STATS")) {
+        eprintln!("async-rwsem lock events: {events}");
     }
     let secs = start.elapsed().as_secs_f64();
     if torn.load(Relaxed) {

@@ -88,6 +88,82 @@ fn push_front_jumps_the_queue_and_the_tail_is_kept() {
     assert!(order(&list).is_empty());
 }
 
+fn node_of(kind: WaiterKind) -> Pin<Box<Waiter>> {
+    Box::pin(Waiter::new(kind))
+}
+
+/// The readers' ring from its first node, following `rnext`.
+fn readers(list: &WaitList) -> Vec<NonNull<Waiter>> {
+    let mut out = Vec::new();
+    let mut cursor = list.first_reader();
+    while let Some(node) = cursor {
+        out.push(node);
+        // SAFETY: the test's reader nodes are alive and linked; the test owns the list.
+        cursor = unsafe { list.next_reader(node) };
+    }
+    out
+}
+
+#[test]
+fn the_readers_ring_keeps_the_readers_in_list_order_and_the_writers_are_counted() {
+    use WaiterKind::*;
+    let (w1, r1, w2, u1, r2, up) = (
+        node_of(Write),
+        node_of(Read),
+        node_of(Write),
+        node_of(UpgradableRead),
+        node_of(Read),
+        node_of(Upgrade),
+    );
+    let mut list = WaitList::new();
+    assert!(!list.has_writer() && list.first_reader().is_none());
+    // SAFETY: pinned idle nodes that outlive their time in the list.
+    unsafe {
+        for n in [&w1, &r1, &w2, &u1, &r2] {
+            list.link(ptr(n), false);
+        }
+        // An upgrade jumps the queue.
+        list.link(ptr(&up), true);
+    }
+    list.check_rings();
+    assert_eq!(
+        order(&list),
+        [ptr(&up), ptr(&w1), ptr(&r1), ptr(&w2), ptr(&u1), ptr(&r2)]
+    );
+    assert_eq!(readers(&list), [ptr(&r1), ptr(&u1), ptr(&r2)]);
+    assert_eq!(list.writers, 3);
+    // Out of the middle of both rings, then the first reader, then the writers.
+    // SAFETY: linked nodes of this list.
+    unsafe { list.remove(ptr(&u1)) };
+    list.check_rings();
+    assert_eq!(readers(&list), [ptr(&r1), ptr(&r2)]);
+    // SAFETY: as above.
+    unsafe { list.remove(ptr(&r1)) };
+    list.check_rings();
+    assert_eq!(readers(&list), [ptr(&r2)]);
+    // SAFETY: as above.
+    unsafe {
+        list.remove(ptr(&up));
+        list.remove(ptr(&w1));
+        list.remove(ptr(&w2));
+    }
+    list.check_rings();
+    assert!(!list.has_writer());
+    assert_eq!(order(&list), [ptr(&r2)]);
+    // A reader linked at the head is the first reader.
+    // SAFETY: `r1` is unlinked and alive.
+    unsafe { list.link(ptr(&r1), true) };
+    list.check_rings();
+    assert_eq!(readers(&list), [ptr(&r1), ptr(&r2)]);
+    // SAFETY: linked nodes of this list.
+    unsafe {
+        list.remove(ptr(&r2));
+        list.remove(ptr(&r1));
+    }
+    list.check_rings();
+    assert!(list.is_empty() && list.first_reader().is_none() && !list.has_writer());
+}
+
 #[test]
 fn enqueue_records_the_waker() {
     let a = node();
@@ -97,7 +173,7 @@ fn enqueue_records_the_waker() {
     unsafe { list.enqueue(ptr(&a), waker, false) };
     // SAFETY: linked, and the test owns the list.
     let (has_waker, has_time) =
-        unsafe { a.with_inner(|inner| (inner.waker.is_some(), inner.queued_at.is_some())) };
+        unsafe { a.with_inner(|inner| (inner.waker.is_some(), inner.due.is_some())) };
     assert!(
         has_waker && !has_time,
         "the time is the writer's to record, before the lock"
@@ -130,6 +206,28 @@ fn wake_list_wakes_every_waker_even_when_one_panics() {
     assert_eq!(bad.0.load(SeqCst), 1);
     assert_eq!(Arc::strong_count(&good), 1, "every waker was consumed");
     assert_eq!(Arc::strong_count(&bad), 1, "every waker was consumed");
+}
+
+#[test]
+fn one_panicking_waker_panics_through_but_not_during_an_unwind() {
+    // Alone in the list, its panic is the caller's (nothing else to wake).
+    let bad = Arc::new(Count(AtomicUsize::new(0), true));
+    let mut wakers = WakeList::new();
+    wakers.push(Waker::from(Arc::clone(&bad)));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| wakers.wake_all()));
+    assert!(result.is_err());
+    assert_eq!(bad.0.load(SeqCst), 1);
+    assert_eq!(Arc::strong_count(&bad), 1, "the waker was consumed");
+    // Dropped by an unwind: woken, and its panic dropped (a second panic would abort).
+    let result = panic::catch_unwind(AssertUnwindSafe(|| {
+        let mut wakers = WakeList::new();
+        wakers.push(Waker::from(Arc::clone(&bad)));
+        panic!("the first panic");
+    }));
+    let payload = result.expect_err("the first panic goes on");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"the first panic"));
+    assert_eq!(bad.0.load(SeqCst), 2);
+    assert_eq!(Arc::strong_count(&bad), 1);
 }
 
 #[test]

@@ -794,6 +794,35 @@ fn a_reader_joins_readers_past_a_writer_head_in_a_bounded_batch() {
 }
 
 #[test]
+fn a_reader_between_queued_writers_passes_the_head_writer_and_the_writers_are_not_walked() {
+    let _lockdep = lockdep_off();
+    let l = lock(queue_with_handoff());
+    let w1 = l.try_write().unwrap();
+    // Writers, a reader in their middle, writers again: the readers' ring finds the reader
+    // without a look at the writers around it.
+    let mut ws: Vec<_> = (0..4).map(|_| spawn(l.write())).collect();
+    for w in &mut ws[..2] {
+        assert_pending!(w.poll());
+    }
+    let mut r = spawn(l.read());
+    assert_pending!(r.poll());
+    for w in &mut ws[2..] {
+        assert_pending!(w.poll());
+    }
+    drop(w1);
+    assert!(r.is_woken(), "the reader passes the head writer once");
+    assert!(ws.iter().all(|w| !w.is_woken()));
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
+    drop(assert_ready!(r.poll()));
+    // Then the writers, in their order.
+    for (i, w) in ws.iter_mut().enumerate() {
+        assert!(w.is_woken(), "writer {i} is next");
+        drop(assert_ready!(w.poll()));
+    }
+    assert_eq!(l.raw.count_word(), 0);
+}
+
+#[test]
 fn under_fifo_readers_never_pass_a_writer_head() {
     let _lockdep = lockdep_off();
     let l = lock(Policy::fifo());
