@@ -410,7 +410,10 @@ async fn read_as<L: ShardLock<Shard>, T: ?Sized>(
 ) {
     let r = shared
         .store
-        .read(key, |v| Ok(reply(v.map(get).transpose()?, out)))
+        .read(key, |v| {
+            reply(v.map(get).transpose()?, out);
+            Ok(())
+        })
         .await;
     reply_err(out, r)
 }
