@@ -10,6 +10,13 @@ use crate::shared::Shared;
 use crate::store::{now_ms, Change, Entry, Expiry, SetOpts, Shard};
 use crate::value::Value;
 
+/// `GET key` (called by the dispatcher itself, without [`execute`]'s match: the hot read).
+pub(super) async fn get<L: ShardLock<Shard>>(shared: &Shared<L>, key: &[u8], out: &mut Vec<u8>) {
+    if let Err(e) = shared.store.get(key, |v| resp::opt_bulk(out, v)).await {
+        resp::error(out, &e)
+    }
+}
+
 /// Runs one command of this module (the dispatcher checked its name and arity).
 pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
@@ -22,11 +29,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
     let max_len = shared.config.limits.max_bulk_len as u64;
     const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
     match name {
-        b"GET" => {
-            if let Err(e) = store.get(&args[1], |v| resp::opt_bulk(out, v)).await {
-                resp::error(out, &e)
-            }
-        }
+        b"GET" => get(shared, &args[1], out).await,
         b"SET" => set(shared, args, out, seq).await,
         b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY" => {
             let delta = if args.len() == 3 {
