@@ -87,6 +87,17 @@ pub struct Claim {
     tx: oneshot::Sender<Reply>,
 }
 
+impl Claim {
+    /// Claims `w` unless somebody claimed it already.
+    fn take(w: &Arc<Waiter>) -> Option<Claim> {
+        let tx = w.reply.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        Some(Claim {
+            waiter: w.clone(),
+            tx,
+        })
+    }
+}
+
 impl Blocking {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -176,33 +187,14 @@ impl Blocking {
     /// Claims the first waiter of `key` that nobody has claimed yet.
     pub fn claim_first(&self, key: &[u8]) -> Option<Claim> {
         let inner = self.lock();
-        for w in inner.keys.get(key)? {
-            let tx = w.reply.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(tx) = tx {
-                return Some(Claim {
-                    waiter: w.clone(),
-                    tx,
-                });
-            }
-        }
-        None
+        inner.keys.get(key)?.iter().find_map(Claim::take)
     }
 
     /// Claims the waiter of client `id` (`CLIENT UNBLOCK`).
     pub fn claim_client(&self, id: u64) -> Option<Claim> {
         let inner = self.lock();
-        for q in inner.keys.values() {
-            for w in q.iter().filter(|w| w.client_id == id) {
-                let tx = w.reply.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(tx) = tx {
-                    return Some(Claim {
-                        waiter: w.clone(),
-                        tx,
-                    });
-                }
-            }
-        }
-        None
+        let mut mine = inner.keys.values().flatten();
+        mine.find_map(|w| (w.client_id == id).then(|| Claim::take(w)).flatten())
     }
 
     /// Answers a claimed waiter and removes it from every queue.

@@ -179,8 +179,11 @@ impl<L: ShardLock<Shard>> Conn<'_, L> {
                     let start = batch.out.len();
                     let mut seq = 0;
                     let args = self.parser.args();
-                    let confirmation = crate::pubsub::is_confirmation(&args[0]);
                     let reply = &self.info.reply;
+                    // Only `CLIENT REPLY` turns the replies off, and it is no confirmation:
+                    // while they are on, the name need not be read.
+                    let confirmation = reply.load(Ordering::Relaxed) != REPLY_ON
+                        && crate::pubsub::is_confirmation(&args[0]);
                     if reply.load(Ordering::Relaxed) == REPLY_SKIP_NEXT {
                         reply.store(REPLY_SKIPPING, Ordering::Relaxed);
                     }

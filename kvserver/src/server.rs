@@ -169,6 +169,7 @@ async fn start_with<L: ShardLock<Shard>>(mut config: Config) -> Result<Running, 
         pubsub,
         password,
         active_expire: std::sync::atomic::AtomicBool::new(true),
+        sweep_pass: Default::default(),
         notify_flags: Default::default(),
     });
     let (tx, rx) = oneshot::channel();
@@ -276,6 +277,7 @@ async fn sweeper<L: ShardLock<Shard>>(shared: Arc<Shared<L>>, mut shutdown: watc
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {
+                let _pass = shared.sweep_pass.lock().await;
                 if !shared.active_expire.load(Ordering::Relaxed) {
                     continue;
                 }

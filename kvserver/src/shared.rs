@@ -162,6 +162,9 @@ pub struct Shared<L> {
     pub notify_flags: std::sync::atomic::AtomicU32,
     /// The expiry sweep runs (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire: AtomicBool,
+    /// Held by the sweep for each of its passes: `DEBUG SET-ACTIVE-EXPIRE 0` takes it after
+    /// clearing [`Shared::active_expire`], so that once it has replied no pass is running.
+    pub sweep_pass: tokio::sync::Mutex<()>,
     /// `requirepass` (`None`: no password, every client is authenticated).
     pub(crate) password: std::sync::Mutex<Option<Vec<u8>>>,
 }

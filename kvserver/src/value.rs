@@ -126,8 +126,10 @@ impl ZSet {
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         self.scores.get(member).copied()
     }
-    /// Sets a member's score; returns the old one.
+    /// Sets a member's score; returns the old one. A score of -0 is kept as 0, as Redis 7.0
+    /// keeps it in a small (listpack) sorted set.
     pub fn insert(&mut self, member: Vec<u8>, score: f64) -> Option<f64> {
+        let score = if score == 0.0 { 0.0 } else { score };
         let old = self.remove(&member);
         self.order.insert((ScoreKey::new(score), member.clone()));
         self.scores.insert(member, score);
@@ -359,20 +361,188 @@ pub fn format_double(f: f64) -> String {
     s
 }
 
-/// A score or increment as Redis reads one (`inf`, `+inf`, `-inf` included; NaN refused).
+/// A double as Redis reads an argument (`string2d`: `strtod` over the whole argument, which
+/// may not start with white space, be NaN, or overflow to infinity or underflow to zero).
+/// Hexadecimal floats (`0x1p3`) are read, as `strtod` reads them.
 pub fn parse_double(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.starts_with(|c: char| c.is_whitespace()) {
-        return None;
+    let (f, n, erange) = strtod(b);
+    let whole = !b.is_empty() && !is_c_space(b[0]) && n == b.len();
+    (whole && !(erange && (f.is_infinite() || f == 0.0)) && !f.is_nan()).then_some(f)
+}
+
+/// A bound of a score range as Redis reads it (`zslParseRange`: `strtod`, nothing may
+/// follow): leading white space is skipped, an empty bound is 0, an overflow is infinite.
+pub fn parse_range_double(b: &[u8]) -> Option<f64> {
+    let (f, n, _) = strtod(b);
+    match n {
+        0 => b.is_empty().then_some(0.0),
+        n => (n == b.len() && !f.is_nan()).then_some(f),
     }
-    let f: f64 = s.parse().ok()?;
-    // Rust also reads "infinity" and "nan", as strtod does; NaN is refused like Redis does.
-    (!f.is_nan()).then_some(f)
+}
+
+/// C's `isspace` in the C locale.
+fn is_c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// glibc's `strtod`: the value of the longest prefix of `b` (after white space) that reads as
+/// a number (decimal, hexadecimal, `inf`, `infinity`, `nan`), the bytes it took (0: no
+/// number), and whether the value was out of range (`ERANGE`: an overflow to infinity, an
+/// underflow to zero).
+pub fn strtod(b: &[u8]) -> (f64, usize, bool) {
+    let mut i = b.iter().take_while(|&&c| is_c_space(c)).count();
+    let neg = matches!(b.get(i), Some(b'-'));
+    if matches!(b.get(i), Some(b'-' | b'+')) {
+        i += 1;
+    }
+    let sign = |f: f64| if neg { -f } else { f };
+    let rest = &b[i..];
+    let word =
+        |w: &str| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w.as_bytes());
+    if word("infinity") {
+        return (sign(f64::INFINITY), i + 8, false);
+    }
+    if word("inf") {
+        return (sign(f64::INFINITY), i + 3, false);
+    }
+    if word("nan") {
+        let mut n = i + 3;
+        // "nan(chars)"
+        if b.get(n) == Some(&b'(') {
+            let inner = b[n + 1..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_');
+            let close = n + 1 + inner.count();
+            if b.get(close) == Some(&b')') {
+                n = close + 1;
+            }
+        }
+        return (f64::NAN, n, false);
+    }
+    let digits = |from: usize, hex: bool| {
+        b[from.min(b.len())..]
+            .iter()
+            .take_while(|c| {
+                if hex {
+                    c.is_ascii_hexdigit()
+                } else {
+                    c.is_ascii_digit()
+                }
+            })
+            .count()
+    };
+    let hex = rest.len() > 2 && rest[0] == b'0' && (rest[1] | 0x20) == b'x';
+    let m0 = if hex { i + 2 } else { i };
+    let int = digits(m0, hex);
+    let mut end = m0 + int;
+    let mut frac = 0;
+    if b.get(end) == Some(&b'.') {
+        frac = digits(end + 1, hex);
+        if int + frac > 0 {
+            end += 1 + frac;
+        }
+    }
+    if int + frac == 0 {
+        // "0x" with no digit after it reads as the 0 before the x
+        return if hex {
+            (sign(0.0), i + 1, false)
+        } else {
+            (0.0, 0, false)
+        };
+    }
+    let mantissa = &b[m0..end];
+    let mut exp: i64 = 0;
+    let marker = if hex { b'p' } else { b'e' };
+    if b.get(end).is_some_and(|c| c | 0x20 == marker) {
+        let mut j = end + 1;
+        let eneg = b.get(j) == Some(&b'-');
+        if matches!(b.get(j), Some(b'-' | b'+')) {
+            j += 1;
+        }
+        let n = digits(j, false);
+        if n > 0 {
+            let text = std::str::from_utf8(&b[j..j + n]).unwrap_or("0");
+            exp = text
+                .parse::<i64>()
+                .unwrap_or(i64::MAX / 4)
+                .min(i64::MAX / 4);
+            if eneg {
+                exp = -exp;
+            }
+            end = j + n;
+        }
+    }
+    let nonzero = mantissa.iter().any(|c| c.is_ascii_hexdigit() && *c != b'0');
+    let f = if hex {
+        // Up to 30 hexadecimal digits (120 bits) exactly; the rest only moves the point.
+        let mut m: u128 = 0;
+        let mut shift: i64 = 0;
+        let mut taken = 0;
+        for (k, &c) in mantissa.iter().filter(|c| **c != b'.').enumerate() {
+            let d = (c as char).to_digit(16).unwrap_or(0) as u128;
+            let in_frac = k >= int;
+            if taken < 30 {
+                if m != 0 || d != 0 {
+                    taken += 1;
+                }
+                m = m * 16 + d;
+                if in_frac {
+                    shift -= 4;
+                }
+            } else if !in_frac {
+                shift += 4;
+            }
+        }
+        let e = exp.saturating_add(shift).clamp(-4000, 4000) as i32;
+        // 2^e in two steps, so that neither overflows on its own
+        (m as f64) * 2f64.powi(e / 2) * 2f64.powi(e - e / 2)
+    } else {
+        let text = std::str::from_utf8(&b[i..end]).unwrap_or("0");
+        text.parse::<f64>().unwrap_or(0.0)
+    };
+    let erange = f.is_infinite() || (f == 0.0 && nonzero);
+    (sign(f), end, erange)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each checked against redis-server 7.0.15 (`ZADD z <text> m`, `ZCOUNT z <text> +inf`).
+    #[test]
+    fn doubles_read_as_redis_reads_them() {
+        let inf = f64::INFINITY;
+        for (text, arg, bound) in [
+            ("1.5", Some(1.5), Some(1.5)),
+            ("0x10", Some(16.0), Some(16.0)),
+            ("0x1p3", Some(8.0), Some(8.0)),
+            ("-0x1.8p1", Some(-3.0), Some(-3.0)),
+            ("1e400", None, Some(inf)),
+            ("-1e400", None, Some(-inf)),
+            ("1e-400", None, Some(0.0)),
+            ("0e-400", Some(0.0), Some(0.0)),
+            (" 1", None, Some(1.0)),
+            ("1 ", None, None),
+            ("", None, Some(0.0)),
+            ("   ", None, None),
+            ("inf", Some(inf), Some(inf)),
+            ("-Infinity", Some(-inf), Some(-inf)),
+            ("nan", None, None),
+            ("1e-310", Some(1e-310), Some(1e-310)),
+            ("0x", None, None),
+            (".5", Some(0.5), Some(0.5)),
+            ("5.", Some(5.0), Some(5.0)),
+            ("1e", None, None),
+            ("+2e+2", Some(200.0), Some(200.0)),
+        ] {
+            assert_eq!(parse_double(text.as_bytes()), arg, "{text:?}");
+            assert_eq!(
+                parse_range_double(text.as_bytes()),
+                bound,
+                "{text:?} as a bound"
+            );
+        }
+    }
 
     #[test]
     fn doubles_print_as_redis_does() {

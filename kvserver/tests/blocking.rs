@@ -7,79 +7,14 @@ mod support;
 
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
 use kvserver::aof::Fsync;
 use kvserver::lock::LockKind;
+use support::raw::{encode, Raw};
 use support::{config, start, within, DEADLINE};
-
-/// A raw connection: requests written as RESP, replies read back as their bytes.
-struct Raw(TcpStream);
-
-fn encode(args: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-    }
-    out
-}
-
-impl Raw {
-    async fn open(addr: SocketAddr) -> Raw {
-        Raw(within("connect", TcpStream::connect(addr)).await.unwrap())
-    }
-
-    async fn send(&mut self, args: &[&str]) {
-        self.0.write_all(&encode(args)).await.unwrap();
-    }
-
-    /// One whole reply, as the bytes it came in (RESP2 or RESP3).
-    async fn reply(&mut self) -> String {
-        within("reply", read_reply(&mut self.0)).await
-    }
-
-    async fn cmd(&mut self, args: &[&str]) -> String {
-        self.send(args).await;
-        self.reply().await
-    }
-}
-
-async fn read_reply(s: &mut TcpStream) -> String {
-    async fn line(s: &mut TcpStream, out: &mut Vec<u8>) -> String {
-        let start = out.len();
-        while !out.ends_with(b"\r\n") || out.len() - start < 2 {
-            out.push(s.read_u8().await.unwrap());
-        }
-        String::from_utf8_lossy(&out[start..out.len() - 2]).into_owned()
-    }
-    let mut out = Vec::new();
-    let mut pending = 1usize;
-    while pending > 0 {
-        pending -= 1;
-        let kind = s.read_u8().await.unwrap();
-        out.push(kind);
-        let text = line(s, &mut out).await;
-        match kind {
-            b'$' | b'=' => {
-                let n: i64 = text.parse().unwrap();
-                if n >= 0 {
-                    let mut body = vec![0u8; n as usize + 2];
-                    s.read_exact(&mut body).await.unwrap();
-                    out.extend_from_slice(&body);
-                }
-            }
-            b'*' | b'~' => pending += text.parse::<i64>().unwrap().max(0) as usize,
-            b'%' => pending += 2 * text.parse::<usize>().unwrap(),
-            _ => {}
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
 
 /// `INFO clients`' `blocked_clients`.
 async fn blocked(c: &mut Raw) -> usize {
-    let info = c.cmd(&["INFO", "clients"]).await;
+    let info = c.call(&["INFO", "clients"]).await;
     let line = info
         .lines()
         .find_map(|l| l.strip_prefix("blocked_clients:"))
@@ -131,12 +66,12 @@ async fn blocked_clients_are_served_first_blocked_first() {
     c.send(&["BLPOP", "k", "other", "0"]).await;
     until_blocked(&mut w, 3).await;
     // One push of three items serves the three in the order they blocked, each its end.
-    assert_eq!(w.cmd(&["RPUSH", "k", "x", "y", "z", "q"]).await, ":4\r\n");
+    assert_eq!(w.call(&["RPUSH", "k", "x", "y", "z", "q"]).await, ":4\r\n");
     assert_eq!(a.reply().await, pop_reply("k", "x"));
     assert_eq!(b.reply().await, pop_reply("k", "q"));
     assert_eq!(c.reply().await, pop_reply("k", "y"));
     assert_eq!(
-        w.cmd(&["LRANGE", "k", "0", "-1"]).await,
+        w.call(&["LRANGE", "k", "0", "-1"]).await,
         "*1\r\n$1\r\nz\r\n"
     );
     assert_eq!(blocked(&mut w).await, 0);
@@ -144,7 +79,7 @@ async fn blocked_clients_are_served_first_blocked_first() {
     a.send(&["BLPOP", "k2", "0"]).await;
     a.send(&["PING"]).await;
     until_blocked(&mut w, 1).await;
-    w.cmd(&["LPUSH", "k2", "v"]).await;
+    w.call(&["LPUSH", "k2", "v"]).await;
     assert_eq!(a.reply().await, pop_reply("k2", "v"));
     assert_eq!(a.reply().await, "+PONG\r\n");
     within("stop", srv.stop()).await.unwrap();
@@ -162,11 +97,11 @@ async fn a_push_serves_the_blocked_client_before_the_pushers_next_command() {
     until_blocked(&mut w, 1).await;
     let mut both = encode(&["LPUSH", "l", "1"]);
     both.extend(encode(&["BLPOP", "l", "0"]));
-    b.0.write_all(&both).await.unwrap();
+    b.send_bytes(&both).await;
     assert_eq!(a.reply().await, pop_reply("l", "1"));
     assert_eq!(b.reply().await, ":1\r\n");
     until_blocked(&mut w, 1).await;
-    w.cmd(&["RPUSH", "l", "2"]).await;
+    w.call(&["RPUSH", "l", "2"]).await;
     assert_eq!(b.reply().await, pop_reply("l", "2"));
     within("stop", srv.stop()).await.unwrap();
 }
@@ -184,25 +119,25 @@ async fn moves_chain_and_a_wrong_destination_is_an_error() {
     until_blocked(&mut w, 1).await;
     b.send(&["BLMOVE", "l2", "l3", "LEFT", "RIGHT", "0"]).await;
     until_blocked(&mut w, 2).await;
-    w.cmd(&["RPUSH", "l1", "foo"]).await;
+    w.call(&["RPUSH", "l1", "foo"]).await;
     assert_eq!(a.reply().await, "$3\r\nfoo\r\n");
     assert_eq!(b.reply().await, "$3\r\nfoo\r\n");
     assert_eq!(
-        w.cmd(&["LRANGE", "l3", "0", "-1"]).await,
+        w.call(&["LRANGE", "l3", "0", "-1"]).await,
         "*1\r\n$3\r\nfoo\r\n"
     );
-    assert_eq!(w.cmd(&["EXISTS", "l1", "l2"]).await, ":0\r\n");
+    assert_eq!(w.call(&["EXISTS", "l1", "l2"]).await, ":0\r\n");
 
-    w.cmd(&["SET", "target", "nolist"]).await;
+    w.call(&["SET", "target", "nolist"]).await;
     a.send(&["BRPOPLPUSH", "blist", "target", "0"]).await;
     until_blocked(&mut w, 1).await;
     b.send(&["BRPOPLPUSH", "blist", "target2", "0"]).await;
     until_blocked(&mut w, 2).await;
-    w.cmd(&["LPUSH", "blist", "foo"]).await;
+    w.call(&["LPUSH", "blist", "foo"]).await;
     assert!(a.reply().await.starts_with("-WRONGTYPE"));
     assert_eq!(b.reply().await, "$3\r\nfoo\r\n");
     assert_eq!(
-        w.cmd(&["LRANGE", "target2", "0", "-1"]).await,
+        w.call(&["LRANGE", "target2", "0", "-1"]).await,
         "*1\r\n$3\r\nfoo\r\n"
     );
 
@@ -210,16 +145,16 @@ async fn moves_chain_and_a_wrong_destination_is_an_error() {
     let mut t = Raw::open(addr).await;
     a.send(&["BRPOPLPUSH", "wsrc", "wdst", "0"]).await;
     until_blocked(&mut w, 1).await;
-    t.cmd(&["WATCH", "wdst"]).await;
-    t.cmd(&["MULTI"]).await;
-    t.cmd(&["PING"]).await;
-    assert_eq!(t.cmd(&["EXEC"]).await, "*1\r\n+PONG\r\n");
-    t.cmd(&["WATCH", "wdst"]).await;
-    w.cmd(&["LPUSH", "wsrc", "v"]).await;
+    t.call(&["WATCH", "wdst"]).await;
+    t.call(&["MULTI"]).await;
+    t.call(&["PING"]).await;
+    assert_eq!(t.call(&["EXEC"]).await, "*1\r\n+PONG\r\n");
+    t.call(&["WATCH", "wdst"]).await;
+    w.call(&["LPUSH", "wsrc", "v"]).await;
     assert_eq!(a.reply().await, "$1\r\nv\r\n");
-    t.cmd(&["MULTI"]).await;
-    t.cmd(&["PING"]).await;
-    assert_eq!(t.cmd(&["EXEC"]).await, NULL_ARRAY);
+    t.call(&["MULTI"]).await;
+    t.call(&["PING"]).await;
+    assert_eq!(t.call(&["EXEC"]).await, NULL_ARRAY);
     within("stop", srv.stop()).await.unwrap();
 }
 
@@ -227,13 +162,13 @@ async fn moves_chain_and_a_wrong_destination_is_an_error() {
 async fn timeouts_and_their_errors() {
     let (srv, addr) = server(4).await;
     let mut a = Raw::open(addr).await;
-    assert_eq!(a.cmd(&["BLPOP", "none", "0.01"]).await, NULL_ARRAY);
+    assert_eq!(a.call(&["BLPOP", "none", "0.01"]).await, NULL_ARRAY);
     assert_eq!(
-        a.cmd(&["BRPOPLPUSH", "none", "x", "0.01"]).await,
+        a.call(&["BRPOPLPUSH", "none", "x", "0.01"]).await,
         NULL_ARRAY
     );
     assert_eq!(
-        a.cmd(&["BZMPOP", "0.01", "1", "none", "MIN"]).await,
+        a.call(&["BZMPOP", "0.01", "1", "none", "MIN"]).await,
         NULL_ARRAY
     );
     for (args, err) in [
@@ -252,7 +187,7 @@ async fn timeouts_and_their_errors() {
             "-ERR numkeys should be greater than 0",
         ),
     ] {
-        assert_eq!(a.cmd(args).await, format!("{err}\r\n"), "{args:?}");
+        assert_eq!(a.call(args).await, format!("{err}\r\n"), "{args:?}");
     }
     // A deadline past: the client is unblocked, and its next command runs.
     a.send(&["BZPOPMAX", "none", "0.05"]).await;
@@ -271,24 +206,27 @@ async fn transactions_never_block_and_serve_after_exec() {
     let (srv, addr) = server(4).await;
     let mut a = Raw::open(addr).await;
     let mut w = Raw::open(addr).await;
-    a.cmd(&["MULTI"]).await;
+    a.call(&["MULTI"]).await;
     for args in [
         &["BLPOP", "none", "0"][..],
         &["BLMOVE", "none", "x", "LEFT", "LEFT", "0"],
         &["BZPOPMIN", "none", "0"],
         &["BLMPOP", "0", "1", "none", "LEFT"],
     ] {
-        assert_eq!(a.cmd(args).await, "+QUEUED\r\n");
+        assert_eq!(a.call(args).await, "+QUEUED\r\n");
     }
-    assert_eq!(a.cmd(&["EXEC"]).await, "*4\r\n*-1\r\n$-1\r\n*-1\r\n*-1\r\n");
+    assert_eq!(
+        a.call(&["EXEC"]).await,
+        "*4\r\n*-1\r\n$-1\r\n*-1\r\n*-1\r\n"
+    );
 
     a.send(&["BLPOP", "blist", "0"]).await;
     until_blocked(&mut w, 1).await;
-    w.cmd(&["MULTI"]).await;
-    w.cmd(&["LPUSH", "blist", "a"]).await;
-    w.cmd(&["LPUSH", "blist", "b"]).await;
-    w.cmd(&["LPUSH", "blist", "c"]).await;
-    assert_eq!(w.cmd(&["EXEC"]).await, "*3\r\n:1\r\n:2\r\n:3\r\n");
+    w.call(&["MULTI"]).await;
+    w.call(&["LPUSH", "blist", "a"]).await;
+    w.call(&["LPUSH", "blist", "b"]).await;
+    w.call(&["LPUSH", "blist", "c"]).await;
+    assert_eq!(w.call(&["EXEC"]).await, "*3\r\n:1\r\n:2\r\n:3\r\n");
     assert_eq!(a.reply().await, pop_reply("blist", "c"));
     within("stop", srv.stop()).await.unwrap();
 }
@@ -302,18 +240,18 @@ async fn only_a_key_of_the_awaited_type_wakes() {
     let mut a = Raw::open(addr).await;
     a.send(&["BLPOP", "k", "0"]).await;
     until_blocked(&mut w, 1).await;
-    w.cmd(&["MULTI"]).await;
-    w.cmd(&["LPUSH", "k", "x"]).await;
-    w.cmd(&["DEL", "k"]).await;
-    w.cmd(&["SET", "k", "str"]).await;
-    assert_eq!(w.cmd(&["EXEC"]).await, "*3\r\n:1\r\n:1\r\n+OK\r\n");
+    w.call(&["MULTI"]).await;
+    w.call(&["LPUSH", "k", "x"]).await;
+    w.call(&["DEL", "k"]).await;
+    w.call(&["SET", "k", "str"]).await;
+    assert_eq!(w.call(&["EXEC"]).await, "*3\r\n:1\r\n:1\r\n+OK\r\n");
     assert_eq!(blocked(&mut w).await, 1);
-    w.cmd(&["DEL", "k"]).await;
-    w.cmd(&["RPUSH", "src", "3", "1", "2"]).await;
-    w.cmd(&["SORT", "src", "STORE", "k"]).await;
+    w.call(&["DEL", "k"]).await;
+    w.call(&["RPUSH", "src", "3", "1", "2"]).await;
+    w.call(&["SORT", "src", "STORE", "k"]).await;
     assert_eq!(a.reply().await, pop_reply("k", "1"));
     assert_eq!(
-        a.cmd(&["BLPOP", "k", "0x7FFFFFFFFFFFFF"]).await,
+        a.call(&["BLPOP", "k", "0x7FFFFFFFFFFFFF"]).await,
         "-ERR timeout is out of range\r\n"
     );
     within("stop", srv.stop()).await.unwrap();
@@ -331,9 +269,9 @@ async fn a_client_that_goes_away_while_blocked_is_forgotten() {
     until_blocked(&mut w, 1).await;
     drop(a);
     until_blocked(&mut w, 0).await;
-    assert_eq!(w.cmd(&["RPUSH", "gone", "v"]).await, ":1\r\n");
+    assert_eq!(w.call(&["RPUSH", "gone", "v"]).await, ":1\r\n");
     assert_eq!(
-        w.cmd(&["LRANGE", "gone", "0", "-1"]).await,
+        w.call(&["LRANGE", "gone", "0", "-1"]).await,
         "*1\r\n$1\r\nv\r\n"
     );
     within("stop", srv.stop()).await.unwrap();
@@ -348,15 +286,15 @@ async fn a_blocked_client_holds_no_shard_lock() {
     let mut a = Raw::open(addr).await;
     a.send(&["BLPOP", "k", "0"]).await;
     until_blocked(&mut w, 1).await;
-    assert_eq!(w.cmd(&["SET", "s", "1"]).await, "+OK\r\n");
-    assert_eq!(w.cmd(&["GET", "s"]).await, "$1\r\n1\r\n");
-    assert_eq!(w.cmd(&["RPUSH", "other", "x"]).await, ":1\r\n");
-    w.cmd(&["MULTI"]).await;
-    w.cmd(&["DBSIZE"]).await;
-    w.cmd(&["FLUSHALL"]).await;
-    assert_eq!(w.cmd(&["EXEC"]).await, "*2\r\n:2\r\n+OK\r\n");
+    assert_eq!(w.call(&["SET", "s", "1"]).await, "+OK\r\n");
+    assert_eq!(w.call(&["GET", "s"]).await, "$1\r\n1\r\n");
+    assert_eq!(w.call(&["RPUSH", "other", "x"]).await, ":1\r\n");
+    w.call(&["MULTI"]).await;
+    w.call(&["DBSIZE"]).await;
+    w.call(&["FLUSHALL"]).await;
+    assert_eq!(w.call(&["EXEC"]).await, "*2\r\n:2\r\n+OK\r\n");
     assert_eq!(blocked(&mut w).await, 1);
-    w.cmd(&["RPUSH", "k", "v"]).await;
+    w.call(&["RPUSH", "k", "v"]).await;
     assert_eq!(a.reply().await, pop_reply("k", "v"));
     within("stop", srv.stop()).await.unwrap();
 }
@@ -368,26 +306,76 @@ async fn client_unblock_and_each_clients_protocol() {
     let (srv, addr) = server(4).await;
     let mut w = Raw::open(addr).await;
     let mut a = Raw::open(addr).await;
-    let id = a.cmd(&["CLIENT", "ID"]).await;
+    let id = a.call(&["CLIENT", "ID"]).await;
     let id = id.trim_start_matches(':').trim().to_string();
     a.send(&["BLPOP", "k", "0"]).await;
     until_blocked(&mut w, 1).await;
-    assert_eq!(w.cmd(&["CLIENT", "UNBLOCK", &id]).await, ":1\r\n");
+    assert_eq!(w.call(&["CLIENT", "UNBLOCK", &id]).await, ":1\r\n");
     assert_eq!(a.reply().await, NULL_ARRAY);
-    assert_eq!(w.cmd(&["CLIENT", "UNBLOCK", &id]).await, ":0\r\n");
+    assert_eq!(w.call(&["CLIENT", "UNBLOCK", &id]).await, ":0\r\n");
     a.send(&["BZPOPMIN", "z", "0"]).await;
     until_blocked(&mut w, 1).await;
-    assert_eq!(w.cmd(&["CLIENT", "UNBLOCK", &id, "ERROR"]).await, ":1\r\n");
+    assert_eq!(w.call(&["CLIENT", "UNBLOCK", &id, "ERROR"]).await, ":1\r\n");
     assert_eq!(
         a.reply().await,
         "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
     );
-    assert!(a.cmd(&["HELLO", "3"]).await.starts_with('%'));
+    assert!(a.call(&["HELLO", "3"]).await.starts_with('%'));
     a.send(&["BZPOPMIN", "z", "0"]).await;
     until_blocked(&mut w, 1).await;
-    w.cmd(&["ZADD", "z", "1.5", "m"]).await;
+    w.call(&["ZADD", "z", "1.5", "m"]).await;
     assert_eq!(a.reply().await, "*3\r\n$1\r\nz\r\n$1\r\nm\r\n,1.5\r\n");
     a.send(&["BLPOP", "k", "0.01"]).await;
     assert_eq!(a.reply().await, "_\r\n");
+    within("stop", srv.stop()).await.unwrap();
+}
+
+/// `INFO persistence`'s `rdb_changes_since_last_save` counts a served pop as a change (as in
+/// Redis' "BLPOP/BLMOVE should increase dirty"), and `SAVE` sets it back to 0. `MONITOR` shows
+/// a blocking command once, when it blocks, not again when it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_pops_are_changes_and_monitors_see_them_once() {
+    let dir = support::TempDir::new("blocking-dirty");
+    let srv = start(config(LockKind::Rwsem, Some(dir.path()), Fsync::No)).await;
+    let addr = srv.addr;
+    let changes = |info: String| -> u64 {
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .expect("rdb_changes_since_last_save in INFO persistence");
+        line.trim().parse().unwrap()
+    };
+    let (mut w, mut b, mut mon) = (
+        Raw::open(addr).await,
+        Raw::open(addr).await,
+        Raw::open(addr).await,
+    );
+    assert_eq!(mon.call(&["MONITOR"]).await, "+OK\r\n");
+    assert_eq!(w.call(&["SAVE"]).await, "+OK\r\n");
+    assert_eq!(changes(w.call(&["INFO", "persistence"]).await), 0);
+    b.send(&["BLPOP", "q", "0"]).await;
+    until_blocked(&mut w, 1).await;
+    assert_eq!(w.call(&["LPUSH", "q", "a"]).await, ":1\r\n");
+    assert_eq!(b.reply().await, pop_reply("q", "a"));
+    assert_eq!(changes(w.call(&["INFO", "persistence"]).await), 2);
+    assert_eq!(w.call(&["SAVE"]).await, "+OK\r\n");
+    assert_eq!(changes(w.call(&["INFO", "persistence"]).await), 0);
+    // The monitor: the BLPOP (when it blocked), then the LPUSH that served it, once each.
+    let mut lines = Vec::new();
+    while !lines
+        .last()
+        .is_some_and(|l: &String| l.contains("\"lpush\""))
+    {
+        let l = mon.reply().await.to_lowercase();
+        if !l.contains("\"info\"") {
+            lines.push(l);
+        }
+    }
+    assert!(lines[0].contains("\"blpop\" \"q\" \"0\""), "{lines:?}");
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("blpop")).count(),
+        1,
+        "{lines:?}"
+    );
     within("stop", srv.stop()).await.unwrap();
 }

@@ -549,11 +549,11 @@ async fn a_transaction_the_log_refused_is_never_read() {
     drop((c, s));
     srv.kill9();
 
-    let srv = start(config(LockKind::Tokio, Some(&data), Fsync::Everysec)).await;
-    let mut c = connect(srv.addr).await;
-    assert_eq!(dump_all(&mut c).await.unwrap(), before, "after a restart");
-    drop(c);
-    within("stop", srv.stop()).await.unwrap();
+    assert_eq!(
+        restarted(&data, LockKind::Tokio).await,
+        before,
+        "after a restart"
+    );
 }
 
 /// Issue 20, defect 4: when the fsync of a batch fails and cutting the batch back off the
@@ -854,6 +854,16 @@ async fn every_kind_of_refused_write_is_undone() {
 /// Every key of the keyspace as text: its type, its content in a canonical order (set members
 /// and hash fields sorted, sorted-set members with their scores in order) and whether it has
 /// a deadline. `None` if a read was refused (reads may be, while an undo runs).
+/// What a server started again in-process on `dir` reads back (it is stopped after).
+async fn restarted(dir: &Path, lock: LockKind) -> Vec<String> {
+    let srv = start(config(lock, Some(dir), Fsync::Everysec)).await;
+    let mut c = connect(srv.addr).await;
+    let all = dump_all(&mut c).await.unwrap();
+    drop(c);
+    within("stop", srv.stop()).await.unwrap();
+    all
+}
+
 async fn dump_all(c: &mut redis::aio::MultiplexedConnection) -> Option<Vec<String>> {
     let mut keys: Vec<String> = cmd(c, &["KEYS", "*"]).await.ok()?;
     keys.sort();
@@ -1104,15 +1114,11 @@ async fn issue_42_writes_replay_after_restarts() {
     let _: () = cmd(&mut c, &["SAVE"]).await.unwrap();
     drop(c);
     within("stop", srv.stop()).await.unwrap();
-    let srv = start(config(LockKind::Rwsem, Some(&dir), Fsync::Everysec)).await;
-    let mut c = connect(srv.addr).await;
     assert_eq!(
-        dump_all(&mut c).await.unwrap(),
+        restarted(&dir, LockKind::Rwsem).await,
         before,
         "loaded from the snapshot"
     );
-    drop(c);
-    within("stop", srv.stop()).await.unwrap();
 }
 
 /// Every kind of write to a list, hash, set or sorted set is undone after its batch fails
@@ -1213,10 +1219,9 @@ async fn every_kind_of_refused_aggregate_write_is_undone() {
     shim.set("");
     drop(c);
     srv.kill9();
-    let srv = start(config(LockKind::Tokio, Some(&data), Fsync::Everysec)).await;
-    let mut c = connect(srv.addr).await;
-    let restarted = dump_all(&mut c).await.unwrap();
-    assert_eq!(restarted, before, "after a restart");
-    drop(c);
-    within("stop", srv.stop()).await.unwrap();
+    assert_eq!(
+        restarted(&data, LockKind::Tokio).await,
+        before,
+        "after a restart"
+    );
 }

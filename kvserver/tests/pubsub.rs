@@ -7,142 +7,17 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
+use crate::support::raw::Raw;
+use crate::support::reference;
 use crate::support::*;
 use kvserver::aof::Fsync;
 use kvserver::lock::LockKind;
 
-/// A `redis-server` on a free loopback port with the test suite's `enable-debug-command`;
-/// killed on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-    _dir: TempDir,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn redis_server() -> Option<Redis> {
-    let dir = TempDir::new("redis-ref-pubsub");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--appendonly", "no", "--daemonize", "no", "--logfile", ""])
-        .args(["--enable-debug-command", "yes"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("NOTICE: redis-server not available ({e}); differential test skipped");
-            return None;
-        }
-    };
-    let r = Redis {
-        child,
-        port,
-        _dir: dir,
-    };
-    for _ in 0..200 {
-        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return Some(r);
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("redis-server did not come up on port {port}");
-}
-
-/// A raw connection: requests go out as RESP arrays, replies come back as their bytes.
-struct Raw(TcpStream);
-
-impl Raw {
-    async fn open(addr: SocketAddr) -> Raw {
-        Raw(within("connect", TcpStream::connect(addr)).await.unwrap())
-    }
-
-    async fn send(&mut self, args: &[&str]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        self.0.write_all(&req).await.unwrap();
-    }
-
-    /// One whole reply (RESP2 or RESP3), as the bytes it came in.
-    async fn read(&mut self) -> Vec<u8> {
-        within("reply", read_reply(&mut self.0)).await
-    }
-
-    async fn call(&mut self, args: &[&str]) -> String {
-        self.send(args).await;
-        String::from_utf8_lossy(&self.read().await).into_owned()
-    }
-
-    /// Whether the server closes the connection (what it still sends is read and dropped
-    /// until the end of file or a reset).
-    async fn closed(&mut self) -> bool {
-        let mut rest = Vec::new();
-        tokio::time::timeout(DEADLINE, self.0.read_to_end(&mut rest))
-            .await
-            .is_ok()
-    }
-}
-
-async fn read_reply(s: &mut TcpStream) -> Vec<u8> {
-    async fn line(s: &mut TcpStream, out: &mut Vec<u8>) -> String {
-        let start = out.len();
-        while !out.ends_with(b"\r\n") || out.len() - start < 2 {
-            out.push(s.read_u8().await.unwrap());
-        }
-        String::from_utf8_lossy(&out[start..out.len() - 2]).into_owned()
-    }
-    let mut out = Vec::new();
-    let mut pending = 1usize;
-    while pending > 0 {
-        pending -= 1;
-        let kind = s.read_u8().await.unwrap();
-        out.push(kind);
-        let text = line(s, &mut out).await;
-        match kind {
-            b'$' | b'=' | b'!' => {
-                let n: i64 = text.parse().unwrap();
-                if n >= 0 {
-                    let mut body = vec![0u8; n as usize + 2];
-                    s.read_exact(&mut body).await.unwrap();
-                    out.extend_from_slice(&body);
-                }
-            }
-            b'*' | b'~' | b'>' => pending += text.parse::<i64>().unwrap().max(0) as usize,
-            b'%' | b'|' => pending += 2 * text.parse::<usize>().unwrap(),
-            _ => {}
-        }
-    }
-    out
+/// A `redis-server` with the test suite's `enable-debug-command`.
+async fn redis_server() -> Option<reference::Redis> {
+    reference::redis_server("redis-ref-pubsub", &["--enable-debug-command", "yes"]).await
 }
 
 /// One step of a transcript: on connection `conn`, send `cmd` (none: only read), then read
@@ -542,8 +417,7 @@ async fn a_slow_subscriber_is_disconnected_at_the_pubsub_output_limit() {
         .unwrap();
     assert_eq!(n[1], redis::Value::Int(1));
     // What it was sent before the cut is all it gets, then the end of the connection.
-    let mut rest = Vec::new();
-    let _ = within("drain", sub.0.read_to_end(&mut rest)).await;
+    let rest = sub.rest().await;
     assert!(rest.len() < (published as usize) * payload.len());
     srv.stop().await.unwrap();
 }
@@ -794,30 +668,15 @@ for proto in (2, 3):
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_py_pubsub_sort_and_auth_agree_with_redis_server() {
-    let probe = Command::new("python3")
-        .args(["-c", "import redis"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !probe {
-        eprintln!("NOTICE: redis-py not available (pip install redis); test skipped");
+    if !reference::redis_py_available() {
         return;
     }
     let Some(redis) = redis_server().await else {
         return;
     };
     let srv = start(config(LockKind::Rwsem, None, Fsync::Everysec)).await;
-    let run = |port: u16| {
-        tokio::task::spawn_blocking(move || {
-            let o = Command::new("python3")
-                .args(["-c", REDIS_PY_SCRIPT, &port.to_string()])
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            String::from_utf8(o.stdout).unwrap()
-        })
-    };
-    let ours = run(srv.addr.port()).await.unwrap();
-    let theirs = run(redis.port).await.unwrap();
+    let ours = reference::run_redis_py(REDIS_PY_SCRIPT, srv.addr.port()).await;
+    let theirs = reference::run_redis_py(REDIS_PY_SCRIPT, redis.port).await;
     assert!(ours.contains("3 messages [{'type': 'message'"), "{ours}");
     assert_eq!(ours, theirs);
     srv.stop().await.unwrap();

@@ -44,20 +44,10 @@ pub(super) struct Parsed {
     op: Op,
 }
 
-/// A timeout in seconds as Redis reads it (a float, or a hexadecimal integer as `strtold`
-/// reads one; milliseconds rounded up; 0: forever).
+/// A timeout in seconds as Redis reads it (a float, hexadecimal ones too, as `strtold` reads
+/// them; milliseconds rounded up; 0: forever).
 fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, String> {
-    let hex = || {
-        let s = std::str::from_utf8(a).ok()?;
-        let (neg, s) = match s.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, s.strip_prefix('+').unwrap_or(s)),
-        };
-        let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))?;
-        let v = u128::from_str_radix(digits, 16).ok()? as f64;
-        Some(if neg { -v } else { v })
-    };
-    let Some(f) = parse_double(a).or_else(hex) else {
+    let Some(f) = parse_double(a) else {
         return Err("ERR timeout is not a float or out of range".into());
     };
     let ms = (f * 1000.0).ceil();

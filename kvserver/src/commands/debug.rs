@@ -51,6 +51,11 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
         b"SET-ACTIVE-EXPIRE" if n == 3 => match parse_int(&args[2]) {
             Some(v) => {
                 shared.active_expire.store(v != 0, Ordering::Relaxed);
+                if v == 0 {
+                    // A pass that began before is over before the reply (Redis' sweep runs
+                    // between commands, so the reply means the sweep is off).
+                    drop(shared.sweep_pass.lock().await);
+                }
                 resp::ok(out)
             }
             None => resp::error(out, NOT_INT),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{bulk_array, reply_err, reply_int, unknown, wrong_args, Flow, NOT_INT};
+use super::{bulk_array, read_as, reply_err, reply_int, unknown, wrong_args, Flow, NOT_INT};
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
@@ -93,57 +93,43 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             reply_int(out, r)
         }
         b"HGET" | b"HEXISTS" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let item = v
-                        .map(Value::hash)
-                        .transpose()?
-                        .and_then(|h| h.get(&args[2]));
-                    if name == b"HGET" {
-                        resp::opt_bulk(out, item.map(|i| &i[..]));
-                    } else {
-                        resp::integer(out, item.is_some() as i64);
-                    }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+            read_as(shared, &args[1], Value::hash, out, |h, out| {
+                let item = h.and_then(|h| h.get(&args[2]));
+                if name == b"HGET" {
+                    resp::opt_bulk(out, item.map(|i| &i[..]));
+                } else {
+                    resp::integer(out, item.is_some() as i64);
+                }
+            })
+            .await
         }
         b"HMGET" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let h = v.map(Value::hash).transpose()?;
-                    resp::array_header(out, args.len() - 2);
-                    for f in &args[2..] {
-                        resp::opt_bulk(out, h.and_then(|h| h.get(f)).map(|i| &i[..]));
-                    }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+            read_as(shared, &args[1], Value::hash, out, |h, out| {
+                resp::array_header(out, args.len() - 2);
+                for f in &args[2..] {
+                    resp::opt_bulk(out, h.and_then(|h| h.get(f)).map(|i| &i[..]));
+                }
+            })
+            .await
         }
         b"HGETALL" | b"HKEYS" | b"HVALS" | b"HLEN" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let h = v.map(Value::hash).transpose()?;
-                    let empty = Default::default();
-                    let h = h.unwrap_or(&empty);
-                    match name {
-                        b"HLEN" => resp::integer(out, h.len() as i64),
-                        b"HKEYS" => bulk_array(out, h.keys().map(|k| &k[..])),
-                        b"HVALS" => bulk_array(out, h.values().map(|k| &k[..])),
-                        _ => {
-                            resp::map_header(out, h.len());
-                            for (k, v) in h {
-                                resp::bulk(out, k);
-                                resp::bulk(out, v);
-                            }
+            read_as(shared, &args[1], Value::hash, out, |h, out| {
+                let empty = Default::default();
+                let h = h.unwrap_or(&empty);
+                match name {
+                    b"HLEN" => resp::integer(out, h.len() as i64),
+                    b"HKEYS" => bulk_array(out, h.keys().map(|k| &k[..])),
+                    b"HVALS" => bulk_array(out, h.values().map(|k| &k[..])),
+                    _ => {
+                        resp::map_header(out, h.len());
+                        for (k, v) in h {
+                            resp::bulk(out, k);
+                            resp::bulk(out, v);
                         }
                     }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+                }
+            })
+            .await
         }
         b"HSETNX" => {
             let (field, value) = (std::mem::take(&mut args[2]), std::mem::take(&mut args[3]));
@@ -200,14 +186,11 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             }
         }
         b"HSTRLEN" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let h = v.map(Value::hash).transpose()?;
-                    Ok(h.and_then(|h| h.get(&args[2]))
-                        .map_or(0, |v| v.len() as i64))
-                })
-                .await;
-            reply_int(out, r)
+            read_as(shared, &args[1], Value::hash, out, |h, out| {
+                let len = h.and_then(|h| h.get(&args[2])).map_or(0, |v| v.len());
+                resp::integer(out, len as i64)
+            })
+            .await
         }
         b"HRANDFIELD" => hrandfield(shared, args, out).await,
         _ => unknown(out, args),

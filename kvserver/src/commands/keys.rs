@@ -398,15 +398,7 @@ async fn copy<L: ShardLock<Shard>>(
                 .await
         })
         .await;
-    match r {
-        Ok((Ok(n), record)) => {
-            if record != 0 {
-                *seq = record;
-            }
-            resp::integer(out, n)
-        }
-        Ok((Err(e), _)) | Err(e) => resp::error(out, &e),
-    }
+    reply_int(out, super::settle(seq, r));
 }
 
 /// A scan cursor as Redis reads it (`strtoul`): a negative one wraps around (`SCAN -1` is a

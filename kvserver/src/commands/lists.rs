@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::collections::VecDeque;
 
 use super::{
-    bulk_array, index_range, null_array, parse_count, reply_err, reply_int, wrong_args, Flow,
-    NOT_INT, SYNTAX,
+    bulk_array, index_range, null_array, parse_count, read_as, reply_err, reply_int, wrong_args,
+    Flow, NOT_INT, SYNTAX,
 };
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
@@ -94,47 +94,43 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
                 resp::error(out, NOT_INT);
                 return Flow::Continue;
             };
-            let r = store
-                .read(&args[1], |v| {
-                    let Some(l) = v.map(Value::list).transpose()? else {
-                        resp::array_header(out, 0);
-                        return Ok(());
-                    };
-                    match index_range(start, stop, l.len()) {
-                        Some((a, b)) => bulk_array(out, l.range(a..=b).map(|i| &i[..])),
-                        None => resp::array_header(out, 0),
-                    }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+            read_as(shared, &args[1], Value::list, out, |l, out| {
+                match l.and_then(|l| Some((l, index_range(start, stop, l.len())?))) {
+                    Some((l, (a, b))) => bulk_array(out, l.range(a..=b).map(|i| &i[..])),
+                    None => resp::array_header(out, 0),
+                }
+            })
+            .await
         }
         b"LLEN" => {
-            let r = store
-                .read(&args[1], |v| {
-                    Ok(v.map(Value::list)
-                        .transpose()?
-                        .map_or(0, |l| l.len() as i64))
-                })
-                .await;
-            reply_int(out, r)
+            read_as(shared, &args[1], Value::list, out, |l, out| {
+                resp::integer(out, l.map_or(0, |l| l.len() as i64))
+            })
+            .await
         }
         b"LINDEX" => {
-            let Some(index) = parse_int(&args[2]) else {
-                resp::error(out, NOT_INT);
-                return Flow::Continue;
-            };
-            let r = store
-                .read(&args[1], |v| {
-                    let l = v.map(Value::list).transpose()?;
-                    let len = l.map_or(0, |l| l.len() as i64);
-                    let i = if index < 0 { index + len } else { index };
-                    let item = l.and_then(|l| usize::try_from(i).ok().and_then(|i| l.get(i)));
-                    resp::opt_bulk(out, item.map(|i| &i[..]));
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+            // As Redis: a missing key is nil and another type WRONGTYPE before the index is read.
+            read_as(shared, &args[1], Value::list, out, |l, out| {
+                let Some(l) = l else {
+                    return resp::null(out);
+                };
+                let Some(index) = parse_int(&args[2]) else {
+                    return resp::error(out, NOT_INT);
+                };
+                let i = if index < 0 {
+                    index + l.len() as i64
+                } else {
+                    index
+                };
+                resp::opt_bulk(
+                    out,
+                    usize::try_from(i)
+                        .ok()
+                        .and_then(|i| l.get(i))
+                        .map(|i| &i[..]),
+                );
+            })
+            .await
         }
         _ => return super::list_moves::execute(shared, name, args, out, seq).await,
     }

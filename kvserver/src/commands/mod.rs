@@ -32,6 +32,7 @@ use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::{ClientInfo, Shared};
 use crate::store::{Shard, OOM};
+use crate::value::Value;
 
 /// The `seq` a command leaves when its reply shows data but it logged nothing (a read, or a
 /// write that changed nothing): the connection must not send it if a log failure may have
@@ -213,23 +214,29 @@ async fn dispatch<L: ShardLock<Shard>>(
     let notify = shared
         .notify_flags
         .load(std::sync::atomic::Ordering::Relaxed);
-    let flow = if spec.blocking {
-        blocking::execute(shared, client, name, args, out, seq, nested).await
-    } else {
-        // The keys a write may make ready for blocked clients (taken before the command,
-        // which may consume its arguments).
-        let wakes =
-            (spec.write && shared.blocking.any()).then(|| blocking::written_keys(spec, args));
-        let flow = if notify != 0 && spec.write {
-            hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
-        } else {
-            run(shared, client, spec, name, args, out, seq).await
-        };
-        if let Some(keys) = wakes {
-            shared.blocking.signal(keys.iter().map(|k| &k[..]));
+    if spec.blocking {
+        // A command that blocks is shown once, when it first runs (as Redis shows it), not
+        // once it is served.
+        if let Some(line) = line {
+            shared.pubsub.feed_monitors(&line);
         }
-        flow
+        return blocking::execute(shared, client, name, args, out, seq, nested).await;
+    }
+    // The keys a write may make ready for blocked clients (taken before the command, which
+    // may consume its arguments).
+    let wakes = (spec.write && shared.blocking.any()).then(|| blocking::written_keys(spec, args));
+    let flow = if notify != 0 && spec.write {
+        hooks::notifying(shared, client, spec, name, args, out, seq, notify).await
+    } else if name == b"GET" {
+        // The hot read, without `run`'s and the module's dispatch (their futures).
+        strings::get(shared, &args[1], out).await;
+        Flow::Continue
+    } else {
+        run(shared, client, spec, name, args, out, seq).await
     };
+    if let Some(keys) = wakes {
+        shared.blocking.signal(keys.iter().map(|k| &k[..]));
+    }
     if let Some(line) = line {
         shared.pubsub.feed_monitors(&line);
     }
@@ -378,6 +385,41 @@ fn reply_err(out: &mut Vec<u8>, r: Result<(), String>) {
     if let Err(e) = r {
         resp::error(out, &e)
     }
+}
+
+/// The outcome of a critical section over several shards (`Store::transaction`): its result,
+/// and if it succeeded the sequence number of its log record put in `seq` (0: it logged
+/// nothing).
+fn settle<T>(seq: &mut u64, r: Result<(Result<T, String>, u64), String>) -> Result<T, String> {
+    match r {
+        Ok((Ok(v), record)) => {
+            if record != 0 {
+                *seq = record;
+            }
+            Ok(v)
+        }
+        Ok((Err(e), _)) | Err(e) => Err(e),
+    }
+}
+
+/// A read of the value at `key` as one type (`get`: [`Value::list`], [`Value::hash`], ...):
+/// `reply` writes the reply from it (`None`: no such key) under the shard's read lock; a key
+/// of another type gets `WRONGTYPE`.
+async fn read_as<L: ShardLock<Shard>, T: ?Sized>(
+    shared: &Shared<L>,
+    key: &[u8],
+    get: fn(&Value) -> Result<&T, String>,
+    out: &mut Vec<u8>,
+    reply: impl FnOnce(Option<&T>, &mut Vec<u8>),
+) {
+    let r = shared
+        .store
+        .read(key, |v| {
+            reply(v.map(get).transpose()?, out);
+            Ok(())
+        })
+        .await;
+    reply_err(out, r)
 }
 
 /// The RESP2 null array (`*-1`), as `LPOP key count` replies for a missing key.

@@ -108,8 +108,22 @@ async fn config<L: ShardLock<Shard>>(shared: &Shared<L>, args: &Args, out: &mut 
             let mut password = None;
             let mut notify = None;
             let mut memory = Vec::new();
+            let mut seen = std::collections::HashSet::new();
             for pair in args[2..].chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).to_lowercase();
+                // A setting named twice (by its alias too) is refused, as Redis 7.0 does.
+                let canonical = name
+                    .replace("ziplist", "listpack")
+                    .replace("slaveof", "replicaof");
+                if !seen.insert(canonical) {
+                    return resp::error(
+                        out,
+                        &format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{}') - duplicate parameter",
+                            String::from_utf8_lossy(&pair[0])
+                        ),
+                    );
+                }
                 if name == "notify-keyspace-events" {
                     match crate::notify::parse(&pair[1]) {
                         Some(f) => notify = Some(f),
@@ -253,7 +267,12 @@ fn config_table<L: ShardLock<Shard>>(shared: &Shared<L>) -> Vec<(String, String)
         ("maxmemory".into(), mem.maxmemory.to_string()),
         ("maxmemory-policy".into(), mem.policy.name().into()),
         ("maxmemory-samples".into(), mem.samples.to_string()),
+        // Redis' defaults, which this server does not change: clients are not counted against
+        // the limit, and an eviction cycle is bounded by keys, not by time.
+        ("maxmemory-clients".into(), "0".into()),
+        ("maxmemory-eviction-tenacity".into(), "10".into()),
         ("cluster-enabled".into(), "no".into()),
+        ("daemonize".into(), "no".into()),
         ("replicaof".into(), String::new()),
         ("slaveof".into(), String::new()),
     ];
@@ -371,7 +390,8 @@ async fn info<L: ShardLock<Shard>>(shared: &Shared<L>, sections: &[Vec<u8>]) -> 
                 let sv = &shared.store.saves;
                 let _ = write!(
                     s,
-                    "rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_last_write_status:{}\r\naof_rollbacks:{}\r\n",
+                    "rdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_last_write_status:{}\r\naof_rollbacks:{}\r\n",
+                    log.last_seq().saturating_sub(sv.saved_seq.load(Ordering::Relaxed)),
                     sv.bgsave_in_progress.load(Ordering::Acquire) as u8,
                     sv.last_save.load(Ordering::Relaxed),
                     if sv.last_bgsave_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
@@ -473,7 +493,7 @@ pub(super) fn wrong_sub_args(out: &mut Vec<u8>, args: &Args) {
     );
 }
 
-/// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS`.
+/// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS|GETKEYS`.
 fn command(args: &Args, out: &mut Vec<u8>) {
     if args.len() == 1 {
         resp::array_header(out, COMMANDS.len());
@@ -517,7 +537,22 @@ fn command(args: &Args, out: &mut Vec<u8>) {
                 reply_docs(out, s);
             }
         }
-        b"COUNT" | b"LIST" => wrong_sub_args(out, args),
+        b"GETKEYS" if args.len() >= 4 => {
+            let req: Args = args[2..].to_vec();
+            let Some(s) = spec(&req[0].to_ascii_uppercase()) else {
+                return resp::error(out, "ERR Invalid command specified");
+            };
+            if !super::arity_ok(&req, s.arity) {
+                return resp::error(out, "ERR Invalid number of arguments specified for command");
+            }
+            let keys: Vec<&[u8]> = super::tx::keys_of(s, &req).collect();
+            if keys.is_empty() {
+                return resp::error(out, "ERR The command has no key arguments");
+            }
+            resp::array_header(out, keys.len());
+            keys.into_iter().for_each(|k| resp::bulk(out, k));
+        }
+        b"COUNT" | b"LIST" | b"GETKEYS" => wrong_sub_args(out, args),
         _ => unknown_subcommand(out, args),
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{unknown, Flow, SYNTAX};
+use super::{reply_int, unknown, Flow, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
@@ -122,11 +122,8 @@ async fn combine<L: ShardLock<Shard>>(
             Ok((res, 0))
         })
         .await;
-    match r {
-        Ok((Ok((res, n)), record)) => {
-            if record != 0 {
-                *seq = record;
-            }
+    match super::settle(seq, r) {
+        Ok((res, n)) => {
             if dst.is_some() {
                 resp::integer(out, n as i64);
             } else {
@@ -134,7 +131,7 @@ async fn combine<L: ShardLock<Shard>>(
                 res.iter().for_each(|m| resp::bulk(out, m));
             }
         }
-        Ok((Err(e), _)) | Err(e) => resp::error(out, &e),
+        Err(e) => resp::error(out, &e),
     }
 }
 
@@ -234,13 +231,5 @@ async fn smove<L: ShardLock<Shard>>(
             Ok(1)
         })
         .await;
-    match r {
-        Ok((Ok(n), record)) => {
-            if record != 0 {
-                *seq = record;
-            }
-            resp::integer(out, n)
-        }
-        Ok((Err(e), _)) | Err(e) => resp::error(out, &e),
-    }
+    reply_int(out, super::settle(seq, r));
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rand::seq::IteratorRandom;
 
-use super::{parse_count, reply_err, reply_int, Flow, SYNTAX};
+use super::{parse_count, read_as, reply_err, reply_int, Flow, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::Shared;
@@ -85,43 +85,29 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             }
         }
         b"SMEMBERS" | b"SCARD" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let s = v.map(Value::set).transpose()?;
-                    if name == b"SCARD" {
-                        resp::integer(out, s.map_or(0, |s| s.len() as i64));
-                    } else {
-                        let empty = Default::default();
-                        let s = s.unwrap_or(&empty);
-                        resp::set_header(out, s.len());
-                        s.iter().for_each(|m| resp::bulk(out, m));
-                    }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+            read_as(shared, &args[1], Value::set, out, |s, out| {
+                if name == b"SCARD" {
+                    resp::integer(out, s.map_or(0, |s| s.len() as i64));
+                } else {
+                    let empty = Default::default();
+                    let s = s.unwrap_or(&empty);
+                    resp::set_header(out, s.len());
+                    s.iter().for_each(|m| resp::bulk(out, m));
+                }
+            })
+            .await
         }
-        b"SISMEMBER" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let s = v.map(Value::set).transpose()?;
-                    Ok(s.is_some_and(|s| s.contains(&args[2])) as i64)
-                })
-                .await;
-            reply_int(out, r)
-        }
-        b"SMISMEMBER" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let s = v.map(Value::set).transpose()?;
+        b"SISMEMBER" | b"SMISMEMBER" => {
+            read_as(shared, &args[1], Value::set, out, |s, out| {
+                let one = name == b"SISMEMBER";
+                if !one {
                     resp::array_header(out, args.len() - 2);
-                    for m in &args[2..] {
-                        resp::integer(out, s.is_some_and(|s| s.contains(m)) as i64);
-                    }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+                }
+                for m in &args[2..] {
+                    resp::integer(out, s.is_some_and(|s| s.contains(m)) as i64);
+                }
+            })
+            .await
         }
         b"SRANDMEMBER" => {
             if args.len() > 3 {

@@ -108,14 +108,12 @@ async fn lookup<L: ShardLock<Shard>>(
         .await
 }
 
-/// A string read as C's `strtod` would take the whole of it (`None`: not a number, or NaN).
+/// A string read as `SORT` reads it: C's `strtod` over the whole of it (an empty one is 0),
+/// `None` if it is not a number, is NaN or is out of range.
 fn score(s: &[u8]) -> Option<f64> {
-    let t = std::str::from_utf8(s).ok()?.trim_start();
-    if t.is_empty() {
-        return Some(0.0);
-    }
-    let v: f64 = t.parse().ok()?;
-    (!v.is_nan()).then_some(v)
+    let (v, n, erange) = crate::value::strtod(s);
+    let whole = if n == 0 { s.is_empty() } else { n == s.len() };
+    (whole && !erange && !v.is_nan()).then_some(v)
 }
 
 struct Item {

@@ -10,6 +10,13 @@ use crate::shared::Shared;
 use crate::store::{now_ms, Change, Entry, Expiry, SetOpts, Shard};
 use crate::value::Value;
 
+/// `GET key` (called by the dispatcher itself, without [`execute`]'s match: the hot read).
+pub(super) async fn get<L: ShardLock<Shard>>(shared: &Shared<L>, key: &[u8], out: &mut Vec<u8>) {
+    if let Err(e) = shared.store.get(key, |v| resp::opt_bulk(out, v)).await {
+        resp::error(out, &e)
+    }
+}
+
 /// Runs one command of this module (the dispatcher checked its name and arity).
 pub(super) async fn execute<L: ShardLock<Shard>>(
     shared: &Arc<Shared<L>>,
@@ -22,11 +29,7 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
     let max_len = shared.config.limits.max_bulk_len as u64;
     const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
     match name {
-        b"GET" => {
-            if let Err(e) = store.get(&args[1], |v| resp::opt_bulk(out, v)).await {
-                resp::error(out, &e)
-            }
-        }
+        b"GET" => get(shared, &args[1], out).await,
         b"SET" => set(shared, args, out, seq).await,
         b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY" => {
             let delta = if args.len() == 3 {
@@ -129,33 +132,28 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             reply_int(out, r);
         }
         b"BITCOUNT" => {
+            // As Redis 7.0: a missing key counts 0 before the arguments are read, then the
+            // range's integers, then its unit.
             let range = match args.len() {
-                2 => None,
-                4 | 5 => {
-                    let bits = match args.get(4).map(|u| u.to_ascii_uppercase()) {
-                        None => false,
-                        Some(u) if u == b"BYTE" => false,
-                        Some(u) if u == b"BIT" => true,
-                        Some(_) => {
-                            resp::error(out, SYNTAX);
-                            return Flow::Continue;
-                        }
-                    };
-                    let (Some(a), Some(b)) = (parse_int(&args[2]), parse_int(&args[3])) else {
-                        resp::error(out, NOT_INT);
-                        return Flow::Continue;
-                    };
-                    Some((a, b, bits))
-                }
-                _ => {
-                    resp::error(out, SYNTAX);
-                    return Flow::Continue;
-                }
+                2 => Ok(None),
+                4 | 5 => match (parse_int(&args[2]), parse_int(&args[3])) {
+                    (Some(a), Some(b)) => match args.get(4).map(|u| u.to_ascii_uppercase()) {
+                        None => Ok(Some((a, b, false))),
+                        Some(u) if u == b"BYTE" => Ok(Some((a, b, false))),
+                        Some(u) if u == b"BIT" => Ok(Some((a, b, true))),
+                        Some(_) => Err(SYNTAX),
+                    },
+                    _ => Err(NOT_INT),
+                },
+                _ => Err(SYNTAX),
             };
             let r = store
-                .get(&args[1], |v| bitcount(v.unwrap_or(b""), range))
+                .get(&args[1], |v| match v {
+                    None => Ok(0),
+                    Some(v) => range.map(|r| bitcount(v, r)).map_err(String::from),
+                })
                 .await;
-            reply_int(out, r);
+            reply_int(out, r.and_then(|r| r));
         }
         b"LCS" => {
             let r = lcs_cmd(shared, args, out).await;
@@ -365,67 +363,98 @@ const EX: u8 = 1;
 const PX: u8 = 2;
 const EXAT: u8 = 4;
 const PXAT: u8 = 8;
+/// The expiry options of `SET` and `GETEX`: `EX s|PX ms|EXAT s|PXAT ms` and the word that
+/// excludes them (`KEEPTTL`, `PERSIST`), read as Redis reads them: a repeated expiry of the
+/// same kind is allowed (the last one counts), two kinds or an expiry beside the word are a
+/// syntax error.
+#[derive(Default)]
+struct ExpiryOpts {
+    /// The kinds seen (`EX`, `PX`, ... as bits).
+    kinds: u8,
+    /// Where the last expiry's value is.
+    value: Option<usize>,
+    /// Whether the word was given.
+    word: bool,
+}
+
+impl ExpiryOpts {
+    /// Takes `args[*i]` if it is one of these options (moving `*i` to an expiry's value);
+    /// false if it is none of them, or one that conflicts.
+    fn take(&mut self, args: &Args, i: &mut usize, word: &[u8]) -> bool {
+        let opt = args[*i].to_ascii_uppercase();
+        if opt == word {
+            self.word = self.kinds == 0;
+            return self.word;
+        }
+        let kind = match &opt[..] {
+            b"EX" => EX,
+            b"PX" => PX,
+            b"EXAT" => EXAT,
+            b"PXAT" => PXAT,
+            _ => return false,
+        };
+        if self.word || self.kinds & !kind != 0 || *i + 1 >= args.len() {
+            return false;
+        }
+        self.kinds |= kind;
+        *i += 1;
+        self.value = Some(*i);
+        true
+    }
+
+    /// The deadline the expiry asks for, if one was given: `Err` the error for `command`.
+    fn deadline(&self, args: &Args, now: u64, command: &str) -> Result<Option<u64>, String> {
+        let Some(at) = self.value else {
+            return Ok(None);
+        };
+        let n = parse_int(&args[at]).ok_or(NOT_INT)?;
+        let relative = self.kinds & (EX | PX) != 0;
+        expire_at(n, self.kinds & (EX | EXAT) != 0, relative, now)
+            .map(Some)
+            .ok_or_else(|| format!("ERR invalid expire time in '{command}' command"))
+    }
+
+    /// Whether the deadline was given relative to now (`EX`, `PX`).
+    fn relative(&self) -> bool {
+        self.kinds & (EX | PX) != 0
+    }
+}
+
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`, read as Redis reads it:
-/// every option first (a repeated expiry of the same kind is allowed, the last one counts;
-/// conflicting ones are a syntax error), then the expiry's value.
+/// every option first, then the expiry's value.
 async fn set<L: ShardLock<Shard>>(
     shared: &Shared<L>,
     args: &mut Args,
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) {
-    let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
-    let mut kinds = 0u8;
-    let mut expire: Option<usize> = None; // index of the value
+    let (mut nx, mut xx, mut get) = (false, false, false);
+    let mut expiry = ExpiryOpts::default();
     let mut i = 3;
     while i < args.len() {
-        let opt = args[i].to_ascii_uppercase();
-        let has_next = i + 1 < args.len();
-        let kind = match &opt[..] {
-            b"EX" => EX,
-            b"PX" => PX,
-            b"EXAT" => EXAT,
-            b"PXAT" => PXAT,
-            _ => 0,
-        };
-        match &opt[..] {
+        match &args[i].to_ascii_uppercase()[..] {
             b"NX" if !xx => nx = true,
             b"XX" if !nx => xx = true,
             b"GET" => get = true,
-            b"KEEPTTL" if kinds == 0 => keepttl = true,
-            _ if kind != 0 && !keepttl && kinds & !kind == 0 && has_next => {
-                kinds |= kind;
-                i += 1;
-                expire = Some(i);
-            }
+            _ if expiry.take(args, &mut i, b"KEEPTTL") => {}
             _ => return resp::error(out, SYNTAX),
         }
         i += 1;
     }
     let mut opts = SetOpts {
-        expiry: if keepttl { Expiry::Keep } else { Expiry::None },
+        expiry: if expiry.word {
+            Expiry::Keep
+        } else {
+            Expiry::None
+        },
         nx,
         xx,
         get,
     };
-    if let Some(at) = expire {
-        let Some(n) = parse_int(&args[at]) else {
-            return resp::error(out, NOT_INT);
-        };
-        let seconds = kinds & (EX | EXAT) != 0;
-        if n <= 0 || (seconds && n > i64::MAX / 1000) {
-            return resp::error(out, "ERR invalid expire time in 'set' command");
-        }
-        let ms = if seconds { n * 1000 } else { n };
-        let ms = if kinds & (EX | PX) != 0 {
-            ms.checked_add(now_ms() as i64)
-        } else {
-            Some(ms)
-        };
-        match ms {
-            Some(ms) if ms > 0 => opts.expiry = Expiry::At(ms as u64),
-            _ => return resp::error(out, "ERR invalid expire time in 'set' command"),
-        }
+    match expiry.deadline(args, now_ms(), "set") {
+        Ok(Some(at)) => opts.expiry = Expiry::At(at),
+        Ok(None) => {}
+        Err(e) => return resp::error(out, &e),
     }
     let (key, value) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
     match shared.store.set(key, value, opts, seq).await {
@@ -482,28 +511,11 @@ async fn getex<L: ShardLock<Shard>>(
     out: &mut Vec<u8>,
     seq: &mut u64,
 ) {
-    let mut kinds = 0u8;
-    let mut persist = false;
-    let mut expire: Option<usize> = None;
+    let mut expiry = ExpiryOpts::default();
     let mut i = 2;
     while i < args.len() {
-        let opt = args[i].to_ascii_uppercase();
-        let has_next = i + 1 < args.len();
-        let kind = match &opt[..] {
-            b"EX" => EX,
-            b"PX" => PX,
-            b"EXAT" => EXAT,
-            b"PXAT" => PXAT,
-            _ => 0,
-        };
-        match &opt[..] {
-            b"PERSIST" if kinds == 0 => persist = true,
-            _ if kind != 0 && !persist && kinds & !kind == 0 && has_next => {
-                kinds |= kind;
-                i += 1;
-                expire = Some(i);
-            }
-            _ => return resp::error(out, SYNTAX),
+        if !expiry.take(args, &mut i, b"PERSIST") {
+            return resp::error(out, SYNTAX);
         }
         i += 1;
     }
@@ -514,17 +526,13 @@ async fn getex<L: ShardLock<Shard>>(
                 return Ok((Change::Keep, None));
             };
             let value = Some(e.value.bytes()?.to_vec());
-            if let Some(at) = expire {
-                let n = parse_int(&args[at]).ok_or(NOT_INT)?;
-                let relative = kinds & (EX | PX) != 0;
-                let when = expire_at(n, kinds & (EX | EXAT) != 0, relative, now)
-                    .ok_or("ERR invalid expire time in 'getex' command")?;
-                if !relative && when <= now {
+            if let Some(when) = expiry.deadline(args, now, "getex")? {
+                if !expiry.relative() && when <= now {
                     return Ok((Change::Del, value));
                 }
                 return Ok((Change::Expire(when), value));
             }
-            if persist && e.expire_at != 0 {
+            if expiry.word && e.expire_at != 0 {
                 return Ok((Change::Expire(0), value));
             }
             Ok((Change::Keep, value))
@@ -577,6 +585,19 @@ async fn lcs_cmd<L: ShardLock<Shard>>(
     args: &Args,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
+    // As Redis 7.0: the keys' types first, then the options.
+    let mut vals: Vec<Vec<u8>> = Vec::new();
+    let mut err = None;
+    shared
+        .store
+        .get_many(&args[1..3], |_, v| match v.map(|v| v.bytes()).transpose() {
+            Ok(b) => vals.push(b.unwrap_or(b"").to_vec()),
+            Err(_) => err = Some("ERR The specified keys must contain string values".to_string()),
+        })
+        .await;
+    if let Some(e) = err {
+        return Err(e);
+    }
     let (mut len, mut idx, mut withlen, mut minlen) = (false, false, false, 0i64);
     let mut i = 3;
     while i < args.len() {
@@ -594,18 +615,6 @@ async fn lcs_cmd<L: ShardLock<Shard>>(
     }
     if len && idx {
         return Err("ERR If you want both the length and indexes, please just use IDX.".into());
-    }
-    let mut vals: Vec<Vec<u8>> = Vec::new();
-    let mut err = None;
-    shared
-        .store
-        .get_many(&args[1..3], |_, v| match v.map(|v| v.bytes()).transpose() {
-            Ok(b) => vals.push(b.unwrap_or(b"").to_vec()),
-            Err(_) => err = Some("ERR The specified keys must contain string values".to_string()),
-        })
-        .await;
-    if let Some(e) = err {
-        return Err(e);
     }
     let (a, b) = (&vals[0], &vals[1]);
     // dp[i][j]: the LCS length of a[..i] and b[..j].

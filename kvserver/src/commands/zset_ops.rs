@@ -269,14 +269,9 @@ async fn combine<L: ShardLock<Shard>>(
             Ok((res, 0, o))
         })
         .await;
-    let (res, count, o) = match r {
-        Ok((Ok(v), record)) => {
-            if record != 0 {
-                *seq = record;
-            }
-            v
-        }
-        Ok((Err(e), _)) | Err(e) => return resp::error(out, &e),
+    let (res, count, o) = match super::settle(seq, r) {
+        Ok(v) => v,
+        Err(e) => return resp::error(out, &e),
     };
     if store {
         return resp::integer(out, count);

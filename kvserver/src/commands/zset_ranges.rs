@@ -9,12 +9,12 @@ use std::sync::Arc;
 use rand::seq::IteratorRandom;
 use rand::Rng;
 
-use super::{index_range, reply_err, reply_int, scored_array, Flow, NOT_INT, SYNTAX};
+use super::{index_range, read_as, reply_err, reply_int, scored_array, Flow, NOT_INT, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, parse_int, Args};
 use crate::shared::Shared;
 use crate::store::{Change, Entry, Shard};
-use crate::value::{parse_double, Mutation, Value, ZSet};
+use crate::value::{parse_range_double, Mutation, Value, ZSet};
 
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
 const NOT_LEX_RANGE: &str = "ERR min or max not valid string range item";
@@ -113,20 +113,16 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             reply_int(out, r)
         }
         b"ZMSCORE" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let z = v.map(Value::zset).transpose()?;
-                    resp::array_header(out, args.len() - 2);
-                    for m in &args[2..] {
-                        match z.and_then(|z| z.score(m)) {
-                            Some(s) => resp::double(out, s),
-                            None => resp::null(out),
-                        }
+            read_as(shared, &args[1], Value::zset, out, |z, out| {
+                resp::array_header(out, args.len() - 2);
+                for m in &args[2..] {
+                    match z.and_then(|z| z.score(m)) {
+                        Some(s) => resp::double(out, s),
+                        None => resp::null(out),
                     }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+                }
+            })
+            .await
         }
         b"ZRANDMEMBER" => zrandmember(shared, args, out).await,
         _ => return super::zset_ops::execute(shared, name, args, out, seq).await,
@@ -192,11 +188,12 @@ enum Range {
     Lex(Lex, Lex),
 }
 
-/// A `BYSCORE` bound: `1.5`, `(1.5` (exclusive), `-inf`, `+inf`.
+/// A `BYSCORE` bound: `1.5`, `(1.5` (exclusive), `-inf`, `+inf` (read as Redis reads it:
+/// [`parse_range_double`]).
 pub(super) fn score_bound(a: &[u8]) -> Option<(f64, bool)> {
     match a.strip_prefix(b"(") {
-        Some(rest) => parse_double(rest).map(|f| (f, true)),
-        None => parse_double(a).map(|f| (f, false)),
+        Some(rest) => parse_range_double(rest).map(|f| (f, true)),
+        None => parse_range_double(a).map(|f| (f, false)),
     }
 }
 
@@ -361,15 +358,7 @@ async fn zrange<L: ShardLock<Shard>>(
             Ok::<_, String>(n)
         })
         .await;
-    match r {
-        Ok((Ok(n), record)) => {
-            if record != 0 {
-                *seq = record;
-            }
-            resp::integer(out, n)
-        }
-        Ok((Err(e), _)) | Err(e) => resp::error(out, &e),
-    }
+    reply_int(out, super::settle(seq, r));
     Flow::Continue
 }
 

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{parse_count, reply_err, reply_int, scored_array, Flow, SYNTAX};
+use super::{parse_count, read_as, reply_int, scored_array, Flow, SYNTAX};
 use crate::lock::ShardLock;
 use crate::resp::{self, Args};
 use crate::shared::Shared;
@@ -97,27 +97,19 @@ pub(super) async fn execute<L: ShardLock<Shard>>(
             }
         }
         b"ZSCORE" => {
-            let r = store
-                .read(&args[1], |v| {
-                    let z = v.map(Value::zset).transpose()?;
-                    match z.and_then(|z| z.score(&args[2])) {
-                        Some(s) => resp::double(out, s),
-                        None => resp::null(out),
-                    }
-                    Ok(())
-                })
-                .await;
-            reply_err(out, r)
+            read_as(shared, &args[1], Value::zset, out, |z, out| {
+                match z.and_then(|z| z.score(&args[2])) {
+                    Some(s) => resp::double(out, s),
+                    None => resp::null(out),
+                }
+            })
+            .await
         }
         b"ZCARD" => {
-            let r = store
-                .read(&args[1], |v| {
-                    Ok(v.map(Value::zset)
-                        .transpose()?
-                        .map_or(0, |z| z.len() as i64))
-                })
-                .await;
-            reply_int(out, r)
+            read_as(shared, &args[1], Value::zset, out, |z, out| {
+                resp::integer(out, z.map_or(0, |z| z.len() as i64))
+            })
+            .await
         }
         b"ZMPOP" => match super::blocking::parse_mpop(args, 1, true) {
             Ok((keys, min, count)) => {

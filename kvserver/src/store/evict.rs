@@ -31,9 +31,7 @@ use std::sync::Arc;
 
 use super::shard::{Entry, Shard, Slot};
 use super::txn::in_txn;
-use super::undo::undo_key;
 use super::{Store, StoreResult};
-use crate::aof;
 use crate::lock::ShardLock;
 use crate::value::{Mutation, Value};
 
@@ -493,14 +491,17 @@ impl<L: ShardLock<Shard>> Store<L> {
     /// `OBJECT IDLETIME` (under an LRU policy) or `OBJECT FREQ` (under an LFU one) of a live
     /// key: `Err` names the policy's mismatch, `Ok(None)` no such key.
     pub async fn access_info(&self, key: &[u8], freq: bool) -> Result<Option<u64>, ()> {
-        let lfu = self.limits.policy().lfu();
-        if freq != lfu {
-            return Err(());
-        }
         let (i, h) = self.locate(key);
         let g = self.rlock(i).await;
         let now = super::now_ms();
-        Ok(g.peek_access(h, key, now).map(|a| match freq {
+        // As Redis: a missing key is a null reply whatever the policy.
+        let Some(a) = g.peek_access(h, key, now) else {
+            return Ok(None);
+        };
+        if freq != self.limits.policy().lfu() {
+            return Err(());
+        }
+        Ok(Some(match freq {
             true => self::freq(a),
             false => idle_secs(a),
         }))
@@ -624,19 +625,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             Some(e) if !volatile || e.expire_at != 0 => {}
             _ => return Ok(false),
         }
-        self.log_append(
-            seq,
-            |out| aof::put_del(out, std::iter::once(key)),
-            |ep, out| {
-                if self.flipped(i, ep) {
-                    aof::put_del(out, std::iter::once(key))
-                }
-            },
-        )?;
-        let prev = g.remove(h, key);
-        if self.log.is_some() {
-            self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
-        }
+        self.del_logged(&mut g, i, h, key, seq)?;
         Ok(true)
     }
 }

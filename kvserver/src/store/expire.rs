@@ -6,9 +6,8 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
 
 use super::evict;
-use super::undo::{undo_expire, undo_key};
+use super::undo::undo_expire;
 use super::{now_ms, Clock, ExpireCond, Shard, Store, StoreResult};
-use crate::aof;
 use crate::lock::ShardLock;
 
 impl Shard {
@@ -143,19 +142,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             return Ok(false);
         }
         if when <= clock.now() as i64 {
-            self.log_append(
-                seq,
-                |out| aof::put_del(out, std::iter::once(key)),
-                |ep, out| {
-                    if self.flipped(i, ep) {
-                        aof::put_del(out, std::iter::once(key))
-                    }
-                },
-            )?;
-            let prev = g.remove(h, key);
-            if self.log.is_some() {
-                self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
-            }
+            self.del_logged(&mut g, i, h, key, seq)?;
         } else {
             let at = when as u64;
             self.log_expire(seq, i, key, at)?;

@@ -160,6 +160,10 @@ pub struct SaveState {
     pub last_bgsave_ok: std::sync::atomic::AtomicBool,
     /// Unix seconds of the last successful `SAVE`/`BGSAVE` (the start time before one).
     pub last_save: AtomicU64,
+    /// The log's last sequence number when the last successful snapshot began (at start:
+    /// when the log was opened): `INFO persistence`'s `rdb_changes_since_last_save` counts
+    /// the records after it.
+    pub saved_seq: AtomicU64,
 }
 
 pub struct Store<L> {

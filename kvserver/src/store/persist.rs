@@ -94,6 +94,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             undo: Default::default(),
             saves: SaveState {
                 last_save: AtomicU64::new(now_ms() / 1000),
+                saved_seq: AtomicU64::new(log.as_ref().map_or(0, |l| l.last_seq())),
                 last_bgsave_ok: true.into(),
                 ..Default::default()
             },
@@ -174,6 +175,7 @@ impl<L: ShardLock<Shard>> Store<L> {
             .ok_or("ERR persistence is disabled (--appendonly no)")?;
         let _one_at_a_time = self.save_lock.lock().await;
         let mut snap = log.begin_rewrite().await?;
+        let from = log.last_seq();
         for (i, shard) in self.locks.iter().enumerate() {
             let g = shard.read().await;
             let mut clock = Clock::new();
@@ -199,6 +201,7 @@ impl<L: ShardLock<Shard>> Store<L> {
         self.saves
             .last_save
             .store(now_ms() / 1000, Ordering::Relaxed);
+        self.saves.saved_seq.fetch_max(from, Ordering::Relaxed);
         Ok(keys)
     }
 }

@@ -251,6 +251,32 @@ impl<L: ShardLock<Shard>> Store<L> {
         Ok(true)
     }
 
+    /// Deletes `key` (hash `h`) from shard `i`, whose write lock the caller holds (`g`), as a
+    /// `DEL` in the log, undone if its record fails.
+    pub(super) fn del_logged(
+        &self,
+        g: &mut Shard,
+        i: usize,
+        h: u64,
+        key: &[u8],
+        seq: &mut u64,
+    ) -> StoreResult<()> {
+        self.log_append(
+            seq,
+            |out| aof::put_del(out, std::iter::once(key)),
+            |ep, out| {
+                if self.flipped(i, ep) {
+                    aof::put_del(out, std::iter::once(key))
+                }
+            },
+        )?;
+        let prev = g.remove(h, key);
+        if self.log.is_some() {
+            self.push_undo_in(g, i, *seq, undo_key(h, key, prev));
+        }
+        Ok(())
+    }
+
     /// A read-modify-write of one key under its shard's write lock: `f` gets the live entry
     /// (`None`: absent or expired) and the time, and says what to change and what to reply.
     /// The change is logged, applied and made undoable like every write.
@@ -287,19 +313,7 @@ impl<L: ShardLock<Shard>> Store<L> {
                 }
             }
             Change::Del if had => {
-                self.log_append(
-                    seq,
-                    |out| aof::put_del(out, std::iter::once(key)),
-                    |ep, out| {
-                        if self.flipped(i, ep) {
-                            aof::put_del(out, std::iter::once(key))
-                        }
-                    },
-                )?;
-                let prev = g.remove(h, key);
-                if self.log.is_some() {
-                    self.push_undo_in(&mut g, i, *seq, undo_key(h, key, prev));
-                }
+                self.del_logged(&mut g, i, h, key, seq)?;
             }
             Change::Del => {}
             Change::Expire(at) if had => {

@@ -21,6 +21,9 @@ use kvserver::lock::LockKind;
 use kvserver::server::{self, Config, Running};
 use kvserver::store::{self, Persistence};
 
+pub mod raw;
+pub mod reference;
+
 /// Generous: only here to turn a hang into a failure.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
