@@ -95,7 +95,9 @@
 //! - [`Policy::fifo()`]: tokio's strict first-come-first-served order (no arrival passes a
 //!   queued waiter); every scenario of tokio's own `RwLock` tests passes against it.
 //! - `pass_bound`: how many times running tasks may pass a non-empty queue between two of
-//!   its turns (1); `u32::MAX` leaves only the timeout to bound it.
+//!   its turns (1); `u32::MAX` leaves only the timeout to bound it. A head that is a
+//!   parked thread (a blocking acquire) is served by the timeout alone, whose wake-up a
+//!   turn after every pass would pay for each operation.
 //! - `handoff_timeout`: shorter is fairer and slower; `Duration::ZERO` hands the lock to
 //!   the head at every release.
 //! - `writer_spin`, `reader_spin` and `writer_yields`: how long a task spins, and how often

@@ -48,7 +48,10 @@
 //!   won spin with waiters queued, a queued writer taking the lock ahead of the head) is
 //!   counted in [`spin`]'s word; the pass that reaches the bound sets `HANDOFF` for the
 //!   head under the wait lock, so the passer's release grants the head. Any grant to the
-//!   queue, or a new queue, starts the count again.
+//!   queue, or a new queue, starts the count again. A head that is a parked thread
+//!   ([`parking`]: a blocking acquire's node) is served by the handoff timeout alone: at
+//!   the bound the count pauses until the queue's next turn, and queued readers are not
+//!   granted past such a head writer.
 //! - **Fair unlocks** ([`fair`], `parking_lot`'s `unlock_fair`): an owner sets `HANDOFF`
 //!   for the head before it releases, so that the release grants the head directly.
 //! - **Waking** ([`wake`], the kernel's `rwsem_mark_wake`): a head writer is woken alone

@@ -24,7 +24,8 @@
 //! flag]`, a byte each. A budget byte `b` means `cap * b / 255`, so every cap keeps 255
 //! steps. The low byte holds the writer-spinner flag and, above it, the passes of the queue
 //! since its last turn (`Policy::pass_bound`: the spins and steals won past queued
-//! waiters; see [`SpinState::passed`]). Updates are relaxed read-modify-writes on the
+//! waiters; see [`SpinState::passed`]) and the flag that pauses their count while a parked
+//! thread heads the queue ([`SpinState::pause_passes`]). Updates are relaxed read-modify-writes on the
 //! slow path only: they steer a heuristic, never the lock's correctness (the count word
 //! decides who holds the lock; a pass bound reached is made a handoff under the wait
 //! lock, as any handoff).
