@@ -235,7 +235,7 @@ fn spill(pool: &Pool, record: NonNull<Record>) {
 /// A hold that can be made again from its lock alone ([`Held::compact`]: with `lock_stat`
 /// alone among the observers, one that is not timed) takes no record: the pointer is then
 /// the lock's, with its lowest bit set ([`COMPACT_BIT`]; a lock is aligned to more), and
-/// the hold is made again when it is needed ([`Held::remake`]).
+/// the hold is made again when it is needed (`Held::remake`).
 pub(crate) struct Kept<'a> {
     ptr: NonNull<u8>,
     lock: PhantomData<&'a ObservedLock>,

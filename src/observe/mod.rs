@@ -223,7 +223,7 @@ pub(crate) struct Held {
 }
 
 /// Whether a [`Held`] can be given up and made again from its lock alone
-/// ([`Held::remake`]), so that a borrowed token keeps no record for it ([`Kept`]): with
+/// (`Held::remake`), so that a borrowed token keeps no record for it ([`Kept`]): with
 /// `lock_stat` alone among the observers (no `lockdep`, no `tracing`), a hold that is not
 /// timed.
 #[cfg(all(
@@ -246,7 +246,7 @@ pub(crate) const COMPACT: bool = false;
 
 #[cfg(any(feature = "lock_stat", feature = "lockdep", feature = "tracing"))]
 impl Held {
-    /// Whether this hold can be made again from its lock ([`Held::remake`]): see
+    /// Whether this hold can be made again from its lock (`Held::remake`): see
     /// [`COMPACT`].
     #[inline(always)]
     pub(crate) fn compact(&self) -> bool {

@@ -158,7 +158,7 @@ impl Default for LockStatState {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HoldStat {
     /// Where the guard was taken; `None` for a read hold not timed made again from its
-    /// lock ([`LockStatState::remake`]), which needs none.
+    /// lock (`LockStatState::remake`), which needs none.
     pub(super) site: Option<Site>,
     /// When the current mode was entered: by the precise clock if it is timed (then with
     /// [`TIMED`] set), else by the coarse one; 0 (no time, not timed) for a read hold not
@@ -206,7 +206,7 @@ impl HoldStat {
         self.start & TIMED != 0
     }
 
-    /// Can the hold be made again from its lock alone ([`LockStatState::remake`])? One
+    /// Can the hold be made again from its lock alone (`LockStatState::remake`)? One
     /// that is not timed: a read hold has nothing to keep, an exclusive one's site and
     /// start are the holder slot's.
     #[cfg(not(feature = "tracing"))]
