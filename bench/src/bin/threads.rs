@@ -54,6 +54,10 @@ struct Args {
     /// the bound from threads. Default: the default policy's.
     #[arg(long, value_name = "N|none", value_parser = parse_pass_bound)]
     pass_bound: Option<u32>,
+    /// async-rwsem's `Policy::handoff_timeout`, microseconds: one side of an A/B of the
+    /// timeout that serves a parked head. Default: the default policy's.
+    #[arg(long, value_name = "US")]
+    handoff_us: Option<u64>,
 }
 
 /// `--pass-bound`: a number, or `none` (`u32::MAX`).
@@ -277,8 +281,15 @@ fn loadavg() -> String {
 
 fn main() {
     let args = Args::parse();
-    if let Some(bound) = args.pass_bound {
-        let _ = RWSEM_POLICY.set(async_rwsem::Policy::new().pass_bound(bound));
+    if args.pass_bound.is_some() || args.handoff_us.is_some() {
+        let mut policy = async_rwsem::Policy::new();
+        if let Some(bound) = args.pass_bound {
+            policy = policy.pass_bound(bound);
+        }
+        if let Some(us) = args.handoff_us {
+            policy = policy.handoff_timeout(Duration::from_micros(us));
+        }
+        let _ = RWSEM_POLICY.set(policy);
     }
     let locks: Vec<LockArg> = if args.lock == LockArg::All {
         LockArg::LOCKS.to_vec()
