@@ -34,7 +34,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 
@@ -116,44 +119,75 @@ pub(super) struct Caller {
 /// The number of the next thread that acquires.
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
-thread_local! {
-    /// This thread's number.
-    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Relaxed);
+/// What a thread keeps for lockdep, in one thread-local without a destructor (reached
+/// with no lazy-initialisation check): read and written by its thread alone.
+struct ThreadState {
+    /// This thread's number (0: not given yet).
+    thread: Cell<u64>,
     /// The waker of the async acquire being polled on this thread (null: none).
-    static CONTEXT: Cell<*const Waker> = const { Cell::new(std::ptr::null()) };
+    context: Cell<*const Waker>,
     /// Whether this thread is blocked in a blocking acquire (its polls have no waker).
-    static BLOCKING: Cell<bool> = const { Cell::new(false) };
+    blocking: Cell<bool>,
     /// The next entry (and flow) number this thread gives: its thread number in the high
-    /// bits, so that numbers are unique without a shared counter.
-    static NEXT_ENTRY: Cell<u64> = Cell::new(thread_number() << 32);
+    /// bits, so that numbers are unique without a shared counter (0: not started).
+    next_entry: Cell<u64>,
     /// The entry the last async acquire on this thread was charged (see
     /// [`take_last_charged`]).
-    static LAST_CHARGED: Cell<Option<(Owner, u64)>> = const { Cell::new(None) };
+    last_charged: Cell<Option<Charge>>,
+    /// This thread's cache of held entries, once it has one.
+    local: Cell<Option<&'static Local>>,
+    /// The owner this thread's cache is bound to (see [`Local`]).
+    bound: Cell<Option<Owner>>,
+}
+
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            thread: Cell::new(0),
+            context: Cell::new(std::ptr::null()),
+            blocking: Cell::new(false),
+            next_entry: Cell::new(0),
+            last_charged: Cell::new(None),
+            local: Cell::new(None),
+            bound: Cell::new(None),
+        }
+    };
+    /// Gives this thread's cache back when the thread ends (registered at its first
+    /// binding): its entries go to the shared table, and the cache to the free list.
+    static EXIT: ExitGuard = const { ExitGuard };
 }
 
 fn thread_number() -> u64 {
-    // In a thread-local destructor the number may be gone: a new one (the thread's
-    // acquires there are not ordered with its earlier ones).
     THREAD
-        .try_with(|thread| *thread)
+        .try_with(|state| match state.thread.get() {
+            0 => {
+                let thread = NEXT_THREAD.fetch_add(1, Relaxed);
+                state.thread.set(thread);
+                thread
+            }
+            thread => thread,
+        })
+        // Never gone (no destructor); a fresh number if it were.
         .unwrap_or_else(|_| NEXT_THREAD.fetch_add(1, Relaxed))
+}
+
+/// The owner of what runs now on this thread: its tokio task, or else the thread.
+pub(super) fn current_owner() -> Owner {
+    #[cfg(feature = "tokio")]
+    if let Some(task) = tokio::task::try_id() {
+        return Owner::Task(task);
+    }
+    Owner::Thread(thread_number())
 }
 
 impl Caller {
     /// The acquire made now, on this thread.
     pub(super) fn current() -> Self {
-        let owner = {
-            #[cfg(feature = "tokio")]
-            match tokio::task::try_id() {
-                Some(task) => Owner::Task(task),
-                None => Owner::Thread(thread_number()),
-            }
-            #[cfg(not(feature = "tokio"))]
-            Owner::Thread(thread_number())
-        };
         Self {
-            owner,
-            waker: CONTEXT.try_with(Cell::get).unwrap_or(std::ptr::null()),
+            owner: current_owner(),
+            waker: THREAD
+                .try_with(|state| state.context.get())
+                .unwrap_or(std::ptr::null()),
         }
     }
 
@@ -179,13 +213,13 @@ impl Caller {
         self.key().unwrap_or(NO_FLOW)
     }
 
-    /// Its flow's number in `shard`: 0 for the owner itself (no waker), `None` for a
-    /// future not bound to a number now (see the module documentation).
-    pub(super) fn flow(&self, shard: &ShardData) -> Option<u64> {
+    /// Its flow's number: 0 for the owner itself (no waker), `None` for a future not
+    /// bound to a number now (see the module documentation).
+    pub(super) fn flow(&self) -> Option<u64> {
         let Some(key) = self.key() else {
             return Some(0);
         };
-        shard
+        shard(self.owner)
             .flows
             .iter()
             .find(|flow| flow.owner == self.owner && flow.key == key)
@@ -211,62 +245,76 @@ impl Caller {
 /// Runs `poll`, the poll of an async acquire given `waker`, as the flow of the acquires
 /// it makes (none if the thread is blocked in a blocking acquire: [`blocking`]).
 pub(super) fn polling<R>(waker: &Waker, poll: impl FnOnce() -> R) -> R {
-    let context: *const Waker = if BLOCKING.try_with(Cell::get).unwrap_or(false) {
-        std::ptr::null()
-    } else {
-        waker
-    };
-    let outer = CONTEXT
-        .try_with(|cell| cell.replace(context))
+    let outer = THREAD
+        .try_with(|state| {
+            let context: *const Waker = if state.blocking.get() {
+                std::ptr::null()
+            } else {
+                waker
+            };
+            state.context.replace(context)
+        })
         .unwrap_or(std::ptr::null());
-    let _restore = Restore(&CONTEXT, outer);
+    let _restore = RestoreContext(outer);
     poll()
 }
 
 /// Runs `f`, a blocking acquire's polls (or its announcement): the acquires it makes
 /// have no waker, as the thread's own.
 pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let outer = BLOCKING
-        .try_with(|cell| cell.replace(true))
+    let outer = THREAD
+        .try_with(|state| state.blocking.replace(true))
         .unwrap_or(false);
-    let _restore = Restore(&BLOCKING, outer);
+    let _restore = RestoreBlocking(outer);
     f()
 }
 
-/// Puts a thread-local back as it was, on the way out (an unwind too).
-struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<Cell<T>>, T);
+/// Puts the thread's poll context back as it was, on the way out (an unwind too).
+struct RestoreContext(*const Waker);
 
-impl<T: Copy + 'static> Drop for Restore<T> {
+impl Drop for RestoreContext {
     fn drop(&mut self) {
-        let _ = self.0.try_with(|cell| cell.set(self.1));
+        let _ = THREAD.try_with(|state| state.context.set(self.0));
+    }
+}
+
+/// Puts the thread's blocking flag back as it was, on the way out (an unwind too).
+struct RestoreBlocking(bool);
+
+impl Drop for RestoreBlocking {
+    fn drop(&mut self) {
+        let _ = THREAD.try_with(|state| state.blocking.set(self.0));
     }
 }
 
 /// A new entry (or flow) number, unique in the process.
 pub(super) fn next_entry() -> u64 {
-    NEXT_ENTRY
-        .try_with(|next| {
-            let id = next.get() + 1;
-            next.set(id);
+    THREAD
+        .try_with(|state| {
+            let id = match state.next_entry.get() {
+                0 => (thread_number() << 32) + 1,
+                next => next + 1,
+            };
+            state.next_entry.set(id);
             id
         })
-        // In a thread-local destructor: a number of a fresh thread number's range.
+        // Never gone (no destructor); a number of a fresh thread number's range if it were.
         .unwrap_or_else(|_| NEXT_THREAD.fetch_add(1, Relaxed) << 32)
 }
 
-/// Remembers that the async acquire being polled was charged `entry` of `owner`.
-pub(super) fn set_last_charged(owner: Owner, entry: u64) {
-    let _ = LAST_CHARGED.try_with(|last| last.set(Some((owner, entry))));
+/// Remembers that the async acquire being polled was charged `charge`.
+pub(super) fn set_last_charged(charge: Charge) {
+    let _ = THREAD.try_with(|state| state.last_charged.set(Some(charge)));
 }
 
 /// The entry the async acquire polled last on this thread was charged since the last
 /// call, if any (an acquire that returns `Pending` holding its lock: tokio's budget).
-pub(super) fn take_last_charged() -> Option<(Owner, u64)> {
-    LAST_CHARGED.try_with(Cell::take).ok().flatten()
+pub(super) fn take_last_charged() -> Option<Charge> {
+    THREAD.try_with(|state| state.last_charged.take()).ok().flatten()
 }
 
 /// A lock a holder holds.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Entry {
     /// The owner it is charged to.
     pub(super) owner: Owner,
@@ -332,20 +380,47 @@ pub(super) type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 /// The number of shards of the held sets (and of the validated chains).
 pub(super) const SHARDS: usize = 64;
 
-/// What a shard holds: the entries of its owners, oldest first, and their bound flows.
+/// What a shard holds: the entries of its owners that left their thread's cache (moved
+/// when a cache is unbound or full, or charged where no cache is), oldest first; the
+/// caches bound to its owners; and their flows bound to a number.
 #[derive(Debug)]
 pub(super) struct ShardData {
-    pub(super) entries: Vec<Entry>,
+    entries: Vec<Entry>,
     flows: Vec<Flow>,
+    /// The thread caches bound to owners of this shard: one at most per owner.
+    bound: Vec<(Owner, &'static Local)>,
+}
+
+impl ShardData {
+    /// The cache bound to `owner`, if any.
+    fn bound_to(&self, owner: Owner) -> Option<&'static Local> {
+        self.bound
+            .iter()
+            .find(|(bound, _)| *bound == owner)
+            .map(|(_, local)| *local)
+    }
+
+    /// Takes the entry `id` of `owner` off the set.
+    fn release(&mut self, owner: Owner, id: u64) {
+        if let Some(at) = self
+            .entries
+            .iter()
+            .rposition(|entry| entry.id == id && entry.owner == owner)
+        {
+            self.entries.remove(at);
+        }
+    }
 }
 
 /// One shard of the held sets, on a cache line pair of its own.
 #[repr(align(128))]
 struct Shard {
     data: Mutex<ShardData>,
-    /// How many entries it has, written under the mutex (by [`ShardGuard`]'s drop): an
-    /// acquire whose owner's shard is empty has nothing to check, and takes no lock.
-    len: AtomicUsize,
+    /// How many entries it has, written under the mutex (by [`ShardGuard`]'s drop).
+    entries: AtomicUsize,
+    /// How many caches are bound to its owners, written likewise: an acquire whose
+    /// owner's shard has neither has nothing to check, and takes no lock.
+    bound: AtomicUsize,
 }
 
 static HELD: [Shard; SHARDS] = [const {
@@ -353,15 +428,17 @@ static HELD: [Shard; SHARDS] = [const {
         data: Mutex::new(ShardData {
             entries: Vec::new(),
             flows: Vec::new(),
+            bound: Vec::new(),
         }),
-        len: AtomicUsize::new(0),
+        entries: AtomicUsize::new(0),
+        bound: AtomicUsize::new(0),
     }
 }; SHARDS];
 
-/// A shard, locked; its length is published when it is unlocked.
+/// A shard, locked; its counts are published when it is unlocked.
 pub(super) struct ShardGuard {
     data: MutexGuard<'static, ShardData>,
-    len: &'static AtomicUsize,
+    shard: &'static Shard,
 }
 
 impl std::ops::Deref for ShardGuard {
@@ -380,15 +457,9 @@ impl std::ops::DerefMut for ShardGuard {
 
 impl Drop for ShardGuard {
     fn drop(&mut self) {
-        self.len.store(self.data.entries.len(), Relaxed);
+        self.shard.entries.store(self.data.entries.len(), Relaxed);
+        self.shard.bound.store(self.data.bound.len(), Relaxed);
     }
-}
-
-/// Whether the shard of `owner` may hold entries of `owner`: `false` means it holds
-/// nothing (its own entries were published before the owner moved on, to this thread or
-/// another: the scheduler's hand-off orders them).
-pub(super) fn may_hold(owner: Owner) -> bool {
-    HELD[shard_of(owner)].len.load(Relaxed) != 0
 }
 
 /// The shard of `key`'s hash.
@@ -406,21 +477,431 @@ pub(super) fn shard(owner: Owner) -> ShardGuard {
     let shard = &HELD[shard_of(owner)];
     ShardGuard {
         data: shard.data.lock().unwrap_or_else(PoisonError::into_inner),
-        len: &shard.len,
+        shard,
     }
 }
 
-impl ShardData {
-    /// Takes the entry `id` of `owner` off the set.
-    pub(super) fn release(&mut self, owner: Owner, id: u64) {
-        if let Some(at) = self
-            .entries
-            .iter()
-            .rposition(|entry| entry.id == id && entry.owner == owner)
-        {
-            self.entries.remove(at);
+// ---------------------------------------------------------------------------------------
+// The thread caches.
+
+/// How many entries a thread's cache holds; more go to the shared table.
+const LOCAL_SLOTS: usize = 8;
+
+/// A slot's state: free.
+const FREE: u8 = 0;
+/// A slot's state: an entry.
+const TAKEN: u8 = 1;
+
+/// The slot of a charge kept in no cache.
+pub(super) const NO_SLOT: u32 = u32::MAX;
+
+/// An entry in a thread's cache: written field by field (atomics, each a plain store),
+/// the state last, with `Release`; a reader loads the state with `Acquire` first.
+#[derive(Debug)]
+struct Slot {
+    state: AtomicU8,
+    id: AtomicU64,
+    lock: AtomicU64,
+    class: AtomicU32,
+    mode: AtomicU8,
+    settled: AtomicBool,
+    /// A `&'static Location` (null until the slot is first used).
+    site: AtomicPtr<Location<'static>>,
+    flow_data: AtomicUsize,
+    flow_vtable: AtomicUsize,
+}
+
+impl Slot {
+    const fn new() -> Self {
+        Self {
+            state: AtomicU8::new(FREE),
+            id: AtomicU64::new(0),
+            lock: AtomicU64::new(0),
+            class: AtomicU32::new(0),
+            mode: AtomicU8::new(0),
+            settled: AtomicBool::new(false),
+            site: AtomicPtr::new(std::ptr::null_mut()),
+            flow_data: AtomicUsize::new(0),
+            flow_vtable: AtomicUsize::new(0),
         }
     }
+
+    fn store(&self, entry: &Entry) {
+        self.id.store(entry.id, Relaxed);
+        self.lock.store(entry.lock, Relaxed);
+        self.class.store(entry.class, Relaxed);
+        self.mode.store(entry.mode.bit(), Relaxed);
+        self.settled.store(entry.settled, Relaxed);
+        self.site
+            .store(std::ptr::from_ref(entry.site).cast_mut(), Relaxed);
+        self.flow_data.store(entry.flow.0, Relaxed);
+        self.flow_vtable.store(entry.flow.1, Relaxed);
+        self.state.store(TAKEN, Release);
+    }
+
+    /// Its entry, charged to `owner` (the owner its cache is bound to), if it has one.
+    fn load(&self, owner: Owner) -> Option<Entry> {
+        if self.state.load(Acquire) != TAKEN {
+            return None;
+        }
+        // SAFETY: `site` holds null or a pointer made from a `&'static Location`
+        // (`store`), valid for ever; a slot seen `TAKEN` (`Acquire`) has had one stored
+        // before its state (`Release`).
+        let site = unsafe { self.site.load(Relaxed).as_ref() }?;
+        Some(Entry {
+            owner,
+            id: self.id.load(Relaxed),
+            lock: self.lock.load(Relaxed),
+            class: self.class.load(Relaxed),
+            mode: Mode::from_bit(self.mode.load(Relaxed)),
+            site,
+            flow: (self.flow_data.load(Relaxed), self.flow_vtable.load(Relaxed)),
+            settled: self.settled.load(Relaxed),
+        })
+    }
+
+    /// Whether it holds the entry `id`.
+    fn is(&self, id: u64) -> bool {
+        self.state.load(Acquire) == TAKEN && self.id.load(Relaxed) == id
+    }
+}
+
+/// A thread's cache of the entries of the owner it is *bound* to: the owner that last
+/// charged a lock on this thread. While that owner runs on the thread (the common case:
+/// a task acquires and releases on the worker that polls it), its acquires and releases
+/// touch this cache alone, with plain stores and no read-modify-write: no other thread
+/// writes it meanwhile but to free a slot (below), as the owner runs nowhere else.
+///
+/// Other threads find it in the bound owner's shard ([`ShardData::bound`]) and reach it
+/// under that shard's mutex only: a release of a guard sent away marks its slot free;
+/// the watchdog and a dropped lock read or free slots; and when the owner runs on
+/// another thread (a task that moved), that thread moves the cache's entries to the
+/// shard and unbinds it (clearing `valid`, which the cache's thread reads before its
+/// next fast path: the scheduler's hand-off orders the two). The cache's own thread
+/// unbinds it, under the same mutex, when another owner charges a lock there, or when
+/// the thread ends (the cache then goes to a free list, for another thread).
+#[derive(Debug)]
+pub(super) struct Local {
+    slots: [Slot; LOCAL_SLOTS],
+    /// The slots in use: `0..len`, some freed (a release out of order, or from another
+    /// thread). Written by the cache's thread while its owner runs there, else under the
+    /// owner's shard mutex.
+    len: AtomicUsize,
+    /// Whether it is still bound: cleared when another thread took its entries.
+    valid: AtomicBool,
+}
+
+/// The caches of ended threads, for new ones.
+static FREE_LOCALS: Mutex<Vec<&'static Local>> = Mutex::new(Vec::new());
+
+impl Local {
+    const fn new() -> Self {
+        Self {
+            slots: [const { Slot::new() }; LOCAL_SLOTS],
+            len: AtomicUsize::new(0),
+            valid: AtomicBool::new(false),
+        }
+    }
+
+    /// A cache for this thread: a free one, or a new one (never freed: under a kilobyte
+    /// for each thread that ever ran at once).
+    fn take() -> &'static Local {
+        let free = FREE_LOCALS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        free.unwrap_or_else(|| Box::leak(Box::new(Local::new())))
+    }
+
+    fn slots(&self) -> &[Slot] {
+        &self.slots[..self.len.load(Acquire).min(LOCAL_SLOTS)]
+    }
+
+    /// Adds `entry` (on its thread, bound to its owner): its slot, if one is left.
+    fn push(&self, entry: &Entry) -> Option<u32> {
+        let len = self.len.load(Relaxed);
+        let slot = self.slots.get(len)?;
+        slot.store(entry);
+        self.len.store(len + 1, Release);
+        Some(len as u32)
+    }
+
+    /// Frees the slot `at` if it holds the entry `id` (on its thread, bound to the
+    /// entry's owner, which runs there), and the free slots at the end.
+    fn free(&self, at: u32, id: u64) -> bool {
+        match self.slots.get(at as usize) {
+            Some(slot) if slot.is(id) => slot.state.store(FREE, Release),
+            _ => return false,
+        }
+        let mut len = self.len.load(Relaxed);
+        while len > 0 && self.slots[len - 1].state.load(Relaxed) == FREE {
+            len -= 1;
+        }
+        self.len.store(len, Release);
+        true
+    }
+
+    /// The slot holding the entry `id`: the one its charge gave, else found by a search.
+    fn find(&self, at: u32, id: u64) -> Option<&Slot> {
+        match self.slots.get(at as usize) {
+            Some(slot) if slot.is(id) => Some(slot),
+            _ => self.slots().iter().find(|slot| slot.is(id)),
+        }
+    }
+
+    /// Moves its entries, charged to `owner`, to the end of `entries` (under `owner`'s
+    /// shard mutex).
+    fn drain_into(&self, owner: Owner, entries: &mut Vec<Entry>) {
+        for slot in self.slots() {
+            if let Some(entry) = slot.load(owner) {
+                entries.push(entry);
+                slot.state.store(FREE, Release);
+            }
+        }
+        self.len.store(0, Release);
+    }
+}
+
+/// The guard of a thread's cache: gives it back when the thread ends.
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let _ = THREAD.try_with(|state| {
+            if let Some(local) = state.local.take() {
+                if let Some(owner) = state.bound.take() {
+                    unbind(owner, local);
+                }
+                FREE_LOCALS
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(local);
+            }
+        });
+    }
+}
+
+/// This thread's cache, if it is bound to `owner` (the owner that runs now) and still
+/// valid.
+fn bound_local(owner: Owner) -> Option<&'static Local> {
+    THREAD
+        .try_with(|state| {
+            if state.bound.get() != Some(owner) {
+                return None;
+            }
+            state.local.get().filter(|local| local.valid.load(Relaxed))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Binds this thread's cache to `owner`, the owner that runs now: unbinds it from the
+/// owner it was bound to (its entries to that owner's shard), and takes `owner`'s
+/// entries out of the cache of another thread bound to it (to `owner`'s shard). `None`
+/// in a thread that is ending (no cache: its charges go to the shard).
+fn bind(owner: Owner) -> Option<&'static Local> {
+    THREAD
+        .try_with(|state| {
+            let local = match state.local.get() {
+                Some(local) => local,
+                None => {
+                    // Registers the guard that gives the cache back: none if the thread
+                    // is ending.
+                    EXIT.try_with(|_| ()).ok()?;
+                    let local = Local::take();
+                    state.local.set(Some(local));
+                    local
+                }
+            };
+            if let Some(previous) = state.bound.take() {
+                unbind(previous, local);
+            }
+            let mut shard = shard(owner);
+            if let Some(at) = shard.bound.iter().position(|(bound, _)| *bound == owner) {
+                // It ran on another thread last: its entries there move to the shard.
+                let (_, other) = shard.bound.swap_remove(at);
+                other.valid.store(false, Relaxed);
+                other.drain_into(owner, &mut shard.entries);
+            }
+            local.valid.store(true, Relaxed);
+            shard.bound.push((owner, local));
+            drop(shard);
+            state.bound.set(Some(owner));
+            Some(local)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Unbinds `local`, this thread's cache, from `owner`: its entries move to `owner`'s
+/// shard (unless another thread took them).
+fn unbind(owner: Owner, local: &'static Local) {
+    let mut shard = shard(owner);
+    if local.valid.load(Relaxed) {
+        local.valid.store(false, Relaxed);
+        local.drain_into(owner, &mut shard.entries);
+        if let Some(at) = shard
+            .bound
+            .iter()
+            .position(|(bound, other)| *bound == owner && std::ptr::eq(*other, local))
+        {
+            shard.bound.swap_remove(at);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The held sets: charges, releases and lookups.
+
+/// A lock charged to an owner: its entry, and the slot of the cache it went to
+/// ([`NO_SLOT`]: the shard).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Charge {
+    pub(super) owner: Owner,
+    pub(super) id: u64,
+    pub(super) slot: u32,
+}
+
+/// Charges `entry` to its owner, the owner that runs now: in this thread's cache, bound
+/// to it if it was not; in the shard if the cache is full (its entries first, to keep
+/// the order) or the thread has none.
+pub(super) fn charge(entry: Entry) -> Charge {
+    let owner = entry.owner;
+    let slot = match bound_local(owner).or_else(|| bind(owner)) {
+        Some(local) => local.push(&entry).or_else(|| {
+            let mut shard = shard(owner);
+            local.drain_into(owner, &mut shard.entries);
+            drop(shard);
+            local.push(&entry)
+        }),
+        None => None,
+    };
+    let slot = slot.unwrap_or_else(|| {
+        shard(owner).entries.push(entry);
+        NO_SLOT
+    });
+    Charge {
+        owner,
+        id: entry.id,
+        slot,
+    }
+}
+
+/// Whether `owner`, the owner that runs now, holds nothing: no lock to check an acquire
+/// against.
+pub(super) fn holds_nothing(owner: Owner) -> bool {
+    let shard = &HELD[shard_of(owner)];
+    match bound_local(owner) {
+        Some(local) => local.len.load(Relaxed) == 0 && shard.entries.load(Relaxed) == 0,
+        // Its own entries (and its binding) were published before it moved on, to this
+        // thread or another: the scheduler's hand-off orders them.
+        None => shard.entries.load(Relaxed) == 0 && shard.bound.load(Relaxed) == 0,
+    }
+}
+
+/// Calls `f` with each entry of `owner`, the owner that runs now, oldest first.
+pub(super) fn for_each_held(owner: Owner, mut f: impl FnMut(&Entry)) {
+    if let Some(local) = bound_local(owner) {
+        if HELD[shard_of(owner)].entries.load(Relaxed) != 0 {
+            let shard = shard(owner);
+            shard
+                .entries
+                .iter()
+                .filter(|entry| entry.owner == owner)
+                .for_each(&mut f);
+        }
+        for slot in local.slots() {
+            if let Some(entry) = slot.load(owner) {
+                f(&entry);
+            }
+        }
+        return;
+    }
+    if holds_nothing(owner) {
+        return;
+    }
+    let shard = shard(owner);
+    shard
+        .entries
+        .iter()
+        .filter(|entry| entry.owner == owner)
+        .for_each(&mut f);
+    if let Some(local) = shard.bound_to(owner) {
+        // Another thread's cache, bound to an owner that runs here now: its thread
+        // leaves it alone while the shard is locked.
+        for slot in local.slots() {
+            if let Some(entry) = slot.load(owner) {
+                f(&entry);
+            }
+        }
+    }
+}
+
+/// Edits the entry of `charge`: `in_slot` if it is in a cache, else `in_shard`.
+fn edit(charge: Charge, in_slot: impl FnOnce(&Slot), in_shard: impl FnOnce(&mut Entry)) {
+    if charge.slot != NO_SLOT {
+        if let Some(local) = bound_local(charge.owner) {
+            if current_owner() == charge.owner {
+                if let Some(slot) = local.find(charge.slot, charge.id) {
+                    return in_slot(slot);
+                }
+            }
+        }
+    }
+    let mut shard = shard(charge.owner);
+    if let Some(slot) = shard
+        .bound_to(charge.owner)
+        .and_then(|local| local.find(charge.slot, charge.id))
+    {
+        return in_slot(slot);
+    }
+    if let Some(entry) = shard
+        .entries
+        .iter_mut()
+        .find(|entry| entry.id == charge.id && entry.owner == charge.owner)
+    {
+        in_shard(entry);
+    }
+}
+
+/// Takes the entry of `charge` off its owner's set, on whichever thread.
+pub(super) fn release(charge: Charge) {
+    if charge.slot != NO_SLOT {
+        // The common case: released by its owner, on the thread whose cache has it.
+        if let Some(local) = bound_local(charge.owner) {
+            if current_owner() == charge.owner && local.free(charge.slot, charge.id) {
+                return;
+            }
+        }
+    }
+    let mut shard = shard(charge.owner);
+    if let Some(slot) = shard
+        .bound_to(charge.owner)
+        .and_then(|local| local.find(charge.slot, charge.id))
+    {
+        // Freed, left in place: the cache's thread drops it from its end.
+        slot.state.store(FREE, Release);
+        return;
+    }
+    shard.release(charge.owner, charge.id);
+}
+
+/// Sets the mode of the entry of `charge`.
+pub(super) fn set_mode(charge: Charge, mode: Mode) {
+    edit(
+        charge,
+        |slot| slot.mode.store(mode.bit(), Relaxed),
+        |entry| entry.mode = mode,
+    );
+}
+
+/// Marks the entry of `charge` settled or not (see [`Entry::settled`]).
+pub(super) fn set_settled(charge: Charge, settled: bool) {
+    edit(
+        charge,
+        |slot| slot.settled.store(settled, Relaxed),
+        |entry| entry.settled = settled,
+    );
 }
 
 /// Drops a waker's clone that lockdep kept: foreign code, whose panic is caught (it may
@@ -476,28 +957,23 @@ pub(super) fn sole_orders(caller: &Caller, holder: Holder, delta: i32) {
     }
 }
 
-/// Marks the entry `id` of `owner` settled or not (see [`Entry::settled`]).
-pub(super) fn set_settled((owner, id): (Owner, u64), settled: bool) {
-    if let Some(entry) = shard(owner)
-        .entries
-        .iter_mut()
-        .find(|entry| entry.id == id && entry.owner == owner)
-    {
-        entry.settled = settled;
-    }
-}
-
-/// Whether `owner` still holds one of the entries `ids` of lock `lock`.
+/// Whether `owner` still holds one of the entries `ids` of lock `lock` (the watchdog).
 pub(super) fn holds_any(owner: Owner, ids: &[u64], lock: u64) -> bool {
-    shard(owner)
-        .entries
-        .iter()
-        .any(|e| e.owner == owner && e.lock == lock && ids.contains(&e.id))
+    let shard = shard(owner);
+    let held =
+        |entry: &Entry| entry.owner == owner && entry.lock == lock && ids.contains(&entry.id);
+    shard.entries.iter().any(held)
+        || shard.bound_to(owner).is_some_and(|local| {
+            local
+                .slots()
+                .iter()
+                .any(|slot| slot.load(owner).is_some_and(|entry| held(&entry)))
+        })
 }
 
 /// Takes every entry of lock `lock` off the held sets of the shards of `shards` (a set
-/// of shard bits: where it was ever held), for a lock dropped while forgotten guards may
-/// still hold it.
+/// of shard bits: where its holders' entries were ever charged), and off the caches bound
+/// to their owners, for a lock dropped while forgotten guards may still hold it.
 pub(super) fn forget_lock(lock: u64, shards: u64) {
     for (i, shard) in HELD.iter().enumerate() {
         if shards & (1 << i) == 0 {
@@ -505,6 +981,13 @@ pub(super) fn forget_lock(lock: u64, shards: u64) {
         }
         let mut data = shard.data.lock().unwrap_or_else(PoisonError::into_inner);
         data.entries.retain(|entry| entry.lock != lock);
-        shard.len.store(data.entries.len(), Relaxed);
+        for (_, local) in &data.bound {
+            for slot in local.slots() {
+                if slot.state.load(Acquire) == TAKEN && slot.lock.load(Relaxed) == lock {
+                    slot.state.store(FREE, Release);
+                }
+            }
+        }
+        shard.entries.store(data.entries.len(), Relaxed);
     }
 }

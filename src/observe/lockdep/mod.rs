@@ -288,7 +288,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use self::graph::ChainKey;
 pub(crate) use self::holders::blocking;
-use self::holders::{Caller, Entry, Holder, Owner};
+use self::holders::{Caller, Entry, Holder};
 use self::watch::Suspect;
 pub(crate) use self::watch::Watch;
 pub use self::watch::{deadlock_timeout, set_deadlock_timeout};
@@ -406,6 +406,15 @@ impl Mode {
         }
     }
 
+    /// The mode of a bit of [`Mode::bit`].
+    fn from_bit(bit: u8) -> Self {
+        match bit {
+            1 => Mode::Read,
+            2 => Mode::UpgradableRead,
+            _ => Mode::Write,
+        }
+    }
+
     fn of(kind: WaiterKind) -> Self {
         match kind {
             WaiterKind::Read => Mode::Read,
@@ -456,15 +465,12 @@ pub struct HeldLock {
 pub fn held() -> Vec<HeldLock> {
     let caller = Caller::current();
     let key = caller.flow_key();
-    let held: Vec<(u32, Mode, &'static Location<'static>)> = {
-        let shard = holders::shard(caller.owner);
-        shard
-            .entries
-            .iter()
-            .filter(|entry| caller.sees(entry, key))
-            .map(|entry| (entry.class, entry.mode, entry.site))
-            .collect()
-    };
+    let mut held: Vec<(u32, Mode, &'static Location<'static>)> = Vec::new();
+    holders::for_each_held(caller.owner, |entry| {
+        if caller.sees(entry, key) {
+            held.push((entry.class, entry.mode, entry.site));
+        }
+    });
     held.into_iter()
         .map(|(class, mode, location)| HeldLock {
             class: graph::class_name(class),
@@ -589,12 +595,9 @@ enum KeyBase {
     Name(&'static str),
 }
 
-/// Which holder a held lock was charged to, and its entry there.
+/// Which holder a held lock was charged to, its entry there, and where it was kept.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct HeldState {
-    owner: Owner,
-    entry: u64,
-}
+pub(crate) struct HeldState(holders::Charge);
 
 // ---------------------------------------------------------------------------------------
 // The calls of the hook layer.
@@ -622,39 +625,34 @@ pub(crate) fn acquiring(
         return;
     }
     let caller = Caller::current();
-    if !holders::may_hold(caller.owner) {
+    if holders::holds_nothing(caller.owner) {
         return; // nothing held: nothing to check
     }
     let (class_id, lock) = (graph::class_id(class), class.number());
     let upgrade = attempt == Attempt::Upgrade;
     let mode = Mode::of(kind);
 
-    // Under the owner's shard: the holds of the same lock it conflicts with (every one,
-    // for the watch), and the chain of the others.
+    // The holds of the same lock it conflicts with (every one, for the watch), and the
+    // chain of the others.
     let mut chain = ChainKey::default();
     let mut conflicts = Vec::new();
     let mut first_conflict = None;
     let key = caller.flow_key();
-    let flow = {
-        let shard = holders::shard(caller.owner);
-        for entry in shard.entries.iter() {
-            if !caller.sees(entry, key) {
-                continue;
-            }
-            if entry.lock == lock {
-                if let Some(why) = recursion(upgrade, kind, entry.mode) {
-                    first_conflict.get_or_insert((entry.mode, entry.site, why));
-                    conflicts.push(entry.id);
-                }
-                continue;
-            }
-            if entry.settled {
-                chain.push(entry.class, entry.mode);
-            }
+    holders::for_each_held(caller.owner, |entry| {
+        if !caller.sees(entry, key) {
+            return;
         }
-        // The flow's number, for the graph: needed only when it holds something.
-        (!chain.is_empty()).then(|| caller.flow(&shard)).flatten()
-    };
+        if entry.lock == lock {
+            if let Some(why) = recursion(upgrade, kind, entry.mode) {
+                first_conflict.get_or_insert((entry.mode, entry.site, why));
+                conflicts.push(entry.id);
+            }
+            return;
+        }
+        if entry.settled {
+            chain.push(entry.class, entry.mode);
+        }
+    });
 
     if let Some((held_mode, held_site, why)) = first_conflict {
         let name = graph::class_name(class_id);
@@ -685,22 +683,23 @@ pub(crate) fn acquiring(
     if chain.is_empty() {
         return;
     }
-    // A future not bound to a number yet (it holds nothing of its own): a new one.
+    // The flow's number, for the graph; a future not bound to a number yet (it holds
+    // nothing of its own): a new one.
     let holder = Holder {
         owner: caller.owner,
-        flow: flow.unwrap_or_else(holders::next_entry),
+        flow: caller.flow().unwrap_or_else(holders::next_entry),
     };
     let chain_key = chain.finish(class_id, mode, upgrade);
     if graph::validated(chain_key, holder) {
         return;
     }
     // A chain not yet checked for this holder: the orders, under the graph's mutex.
-    let held: Vec<graph::Held> = holders::shard(caller.owner)
-        .entries
-        .iter()
-        .filter(|entry| caller.sees(entry, key) && entry.lock != lock && entry.settled)
-        .map(|entry| (entry.class, entry.mode, entry.site))
-        .collect();
+    let mut held: Vec<graph::Held> = Vec::new();
+    holders::for_each_held(caller.owner, |entry| {
+        if caller.sees(entry, key) && entry.lock != lock && entry.settled {
+            held.push((entry.class, entry.mode, entry.site));
+        }
+    });
     let acquire = graph::Acquire {
         holder,
         class: class_id,
@@ -747,7 +746,7 @@ pub(crate) fn acquired(
     if class.shards.load(Relaxed) & shard == 0 {
         class.shards.fetch_or(shard, Relaxed);
     }
-    holders::shard(caller.owner).entries.push(Entry {
+    let charge = holders::charge(Entry {
         owner: caller.owner,
         id,
         lock,
@@ -758,29 +757,20 @@ pub(crate) fn acquired(
         settled: true,
     });
     if caller.is_async() {
-        holders::set_last_charged(caller.owner, id);
+        holders::set_last_charged(charge);
     }
-    HeldState {
-        owner: caller.owner,
-        entry: id,
-    }
+    HeldState(charge)
 }
 
 /// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
 pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
-    if let Some(entry) = holders::shard(held.owner)
-        .entries
-        .iter_mut()
-        .find(|entry| entry.id == held.entry)
-    {
-        entry.mode = Mode::of(to);
-    }
+    holders::set_mode(held.0, Mode::of(to));
 }
 
 /// The held lock was released: takes it off the set of the holder it was charged to,
 /// whoever releases it.
 pub(crate) fn released(held: &HeldState) {
-    holders::shard(held.owner).release(held.owner, held.entry);
+    holders::release(held.0);
 }
 
 /// Panics with `message` as the payload (a `String`), as `panic!` would, but prints it

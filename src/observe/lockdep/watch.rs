@@ -121,7 +121,7 @@ fn take_pending() -> Option<Box<Suspect>> {
 pub(crate) struct Watch {
     suspect: Option<Arc<Suspect>>,
     watched: bool,
-    unsettled: Option<(Owner, u64)>,
+    unsettled: Option<holders::Charge>,
 }
 
 impl Watch {
