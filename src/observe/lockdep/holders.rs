@@ -126,18 +126,23 @@ struct ThreadState {
     thread: Cell<u64>,
     /// The waker of the async acquire being polled on this thread (null: none).
     context: Cell<*const Waker>,
+    /// The owner of the async acquire being polled on this thread, once looked up in
+    /// that poll (it cannot change during the poll: no user code runs in it).
+    owner: Cell<Option<Owner>>,
     /// Whether this thread is blocked in a blocking acquire (its polls have no waker).
     blocking: Cell<bool>,
     /// The next entry (and flow) number this thread gives: its thread number in the high
     /// bits, so that numbers are unique without a shared counter (0: not started).
     next_entry: Cell<u64>,
-    /// The entry the last async acquire on this thread was charged (see
-    /// [`take_last_charged`]).
+    /// The entry the async acquire being polled on this thread was charged (see
+    /// [`polling`]).
     last_charged: Cell<Option<Charge>>,
     /// This thread's cache of held entries, once it has one.
     local: Cell<Option<&'static Local>>,
     /// The owner this thread's cache is bound to (see [`Local`]).
     bound: Cell<Option<Owner>>,
+    /// The shard of the owner it is bound to.
+    bound_shard: Cell<usize>,
 }
 
 thread_local! {
@@ -145,11 +150,13 @@ thread_local! {
         ThreadState {
             thread: Cell::new(0),
             context: Cell::new(std::ptr::null()),
+            owner: Cell::new(None),
             blocking: Cell::new(false),
             next_entry: Cell::new(0),
             last_charged: Cell::new(None),
             local: Cell::new(None),
             bound: Cell::new(None),
+            bound_shard: Cell::new(0),
         }
     };
     /// Gives this thread's cache back when the thread ends (registered at its first
@@ -172,23 +179,69 @@ fn thread_number() -> u64 {
 }
 
 /// The owner of what runs now on this thread: its tokio task, or else the thread.
-pub(super) fn current_owner() -> Owner {
+fn look_up_owner(state: Option<&ThreadState>) -> Owner {
     #[cfg(feature = "tokio")]
     if let Some(task) = tokio::task::try_id() {
         return Owner::Task(task);
     }
-    Owner::Thread(thread_number())
+    Owner::Thread(match state {
+        Some(state) if state.thread.get() != 0 => state.thread.get(),
+        _ => thread_number(),
+    })
+}
+
+impl ThreadState {
+    /// The owner of what runs now on this thread, kept for the rest of the poll of an
+    /// async acquire.
+    fn owner(&self) -> Owner {
+        if let Some(owner) = self.owner.get() {
+            return owner;
+        }
+        let owner = look_up_owner(Some(self));
+        if !self.context.get().is_null() {
+            self.owner.set(Some(owner));
+        }
+        owner
+    }
+
+    /// This thread's cache, if it is bound to `owner` and still valid.
+    fn bound_to(&self, owner: Owner) -> Option<&'static Local> {
+        if self.bound.get() != Some(owner) {
+            return None;
+        }
+        self.local.get().filter(|local| local.valid.load(Relaxed))
+    }
+
+    /// A new entry (or flow) number, unique in the process.
+    fn next_entry(&self) -> u64 {
+        let id = match self.next_entry.get() {
+            0 => (thread_number() << 32) + 1,
+            next => next + 1,
+        };
+        self.next_entry.set(id);
+        id
+    }
+}
+
+/// The owner of what runs now on this thread: its tokio task, or else the thread.
+pub(super) fn current_owner() -> Owner {
+    THREAD
+        .try_with(ThreadState::owner)
+        .unwrap_or_else(|_| look_up_owner(None))
 }
 
 impl Caller {
     /// The acquire made now, on this thread.
     pub(super) fn current() -> Self {
-        Self {
-            owner: current_owner(),
-            waker: THREAD
-                .try_with(|state| state.context.get())
-                .unwrap_or(std::ptr::null()),
-        }
+        THREAD
+            .try_with(|state| Self {
+                owner: state.owner(),
+                waker: state.context.get(),
+            })
+            .unwrap_or_else(|_| Self {
+                owner: look_up_owner(None),
+                waker: std::ptr::null(),
+            })
     }
 
     /// Whether it is an async acquire, made in the poll of a future (a flow of its own).
@@ -243,8 +296,9 @@ impl Caller {
 }
 
 /// Runs `poll`, the poll of an async acquire given `waker`, as the flow of the acquires
-/// it makes (none if the thread is blocked in a blocking acquire: [`blocking`]).
-pub(super) fn polling<R>(waker: &Waker, poll: impl FnOnce() -> R) -> R {
+/// it makes (none if the thread is blocked in a blocking acquire: [`blocking`]). Returns
+/// its result, and the entry it charged, if any (see [`charge`]).
+pub(super) fn polling<R>(waker: &Waker, poll: impl FnOnce() -> R) -> (R, Option<Charge>) {
     let outer = THREAD
         .try_with(|state| {
             let context: *const Waker = if state.blocking.get() {
@@ -252,11 +306,14 @@ pub(super) fn polling<R>(waker: &Waker, poll: impl FnOnce() -> R) -> R {
             } else {
                 waker
             };
-            state.context.replace(context)
+            state.last_charged.set(None);
+            (state.context.replace(context), state.owner.replace(None))
         })
-        .unwrap_or(std::ptr::null());
-    let _restore = RestoreContext(outer);
-    poll()
+        .unwrap_or((std::ptr::null(), None));
+    let restore = RestoreContext(outer.0, outer.1);
+    let result = poll();
+    drop(restore);
+    (result, take_last_charged())
 }
 
 /// Runs `f`, a blocking acquire's polls (or its announcement): the acquires it makes
@@ -269,12 +326,16 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Puts the thread's poll context back as it was, on the way out (an unwind too).
-struct RestoreContext(*const Waker);
+/// Puts the thread's poll context (and its owner) back as it was, on the way out (an
+/// unwind too).
+struct RestoreContext(*const Waker, Option<Owner>);
 
 impl Drop for RestoreContext {
     fn drop(&mut self) {
-        let _ = THREAD.try_with(|state| state.context.set(self.0));
+        let _ = THREAD.try_with(|state| {
+            state.context.set(self.0);
+            state.owner.set(self.1);
+        });
     }
 }
 
@@ -290,27 +351,18 @@ impl Drop for RestoreBlocking {
 /// A new entry (or flow) number, unique in the process.
 pub(super) fn next_entry() -> u64 {
     THREAD
-        .try_with(|state| {
-            let id = match state.next_entry.get() {
-                0 => (thread_number() << 32) + 1,
-                next => next + 1,
-            };
-            state.next_entry.set(id);
-            id
-        })
+        .try_with(ThreadState::next_entry)
         // Never gone (no destructor); a number of a fresh thread number's range if it were.
         .unwrap_or_else(|_| NEXT_THREAD.fetch_add(1, Relaxed) << 32)
 }
 
-/// Remembers that the async acquire being polled was charged `charge`.
-pub(super) fn set_last_charged(charge: Charge) {
-    let _ = THREAD.try_with(|state| state.last_charged.set(Some(charge)));
-}
-
-/// The entry the async acquire polled last on this thread was charged since the last
-/// call, if any (an acquire that returns `Pending` holding its lock: tokio's budget).
-pub(super) fn take_last_charged() -> Option<Charge> {
-    THREAD.try_with(|state| state.last_charged.take()).ok().flatten()
+/// The entry the async acquire polled last on this thread was charged, if any (an
+/// acquire that returns `Pending` holding its lock: tokio's budget).
+fn take_last_charged() -> Option<Charge> {
+    THREAD
+        .try_with(|state| state.last_charged.take())
+        .ok()
+        .flatten()
 }
 
 /// A lock a holder holds.
@@ -685,12 +737,7 @@ impl Drop for ExitGuard {
 /// valid.
 fn bound_local(owner: Owner) -> Option<&'static Local> {
     THREAD
-        .try_with(|state| {
-            if state.bound.get() != Some(owner) {
-                return None;
-            }
-            state.local.get().filter(|local| local.valid.load(Relaxed))
-        })
+        .try_with(|state| state.bound_to(owner))
         .ok()
         .flatten()
 }
@@ -716,7 +763,8 @@ fn bind(owner: Owner) -> Option<&'static Local> {
             if let Some(previous) = state.bound.take() {
                 unbind(previous, local);
             }
-            let mut shard = shard(owner);
+            let index = shard_of(owner);
+            let mut shard = self::shard(owner);
             if let Some(at) = shard.bound.iter().position(|(bound, _)| *bound == owner) {
                 // It ran on another thread last: its entries there move to the shard.
                 let (_, other) = shard.bound.swap_remove(at);
@@ -727,6 +775,7 @@ fn bind(owner: Owner) -> Option<&'static Local> {
             shard.bound.push((owner, local));
             drop(shard);
             state.bound.set(Some(owner));
+            state.bound_shard.set(index);
             Some(local)
         })
         .ok()
@@ -762,11 +811,45 @@ pub(super) struct Charge {
     pub(super) slot: u32,
 }
 
-/// Charges `entry` to its owner, the owner that runs now: in this thread's cache, bound
-/// to it if it was not; in the shard if the cache is full (its entries first, to keep
-/// the order) or the thread has none.
-pub(super) fn charge(entry: Entry) -> Charge {
+/// Charges `entry` to its owner, the owner that runs now, under a new entry number:
+/// in this thread's cache, bound to it if it was not; in the shard if the cache is full
+/// (its entries first, to keep the order) or the thread has none. Marks the owner's
+/// shard in `shards` (the lock's: see [`forget_lock`]), and remembers the charge for the
+/// poll in progress if `in_poll` (an async acquire).
+pub(super) fn charge(mut entry: Entry, shards: &AtomicU64, in_poll: bool) -> Charge {
     let owner = entry.owner;
+    let fast = THREAD.try_with(|state| {
+        let local = state.bound_to(owner)?;
+        entry.id = state.next_entry();
+        let slot = local.push(&entry)?;
+        let charge = Charge {
+            owner,
+            id: entry.id,
+            slot,
+        };
+        if in_poll {
+            state.last_charged.set(Some(charge));
+        }
+        Some((charge, state.bound_shard.get()))
+    });
+    let (charge, index) = match fast {
+        Ok(Some(fast)) => fast,
+        _ => charge_slow(entry, in_poll),
+    };
+    let bit = 1 << index;
+    if shards.load(Relaxed) & bit == 0 {
+        shards.fetch_or(bit, Relaxed);
+    }
+    charge
+}
+
+/// [`charge`], binding this thread's cache, or with a full cache, or none.
+#[cold]
+fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
+    let owner = entry.owner;
+    if entry.id == 0 {
+        entry.id = next_entry();
+    }
     let slot = match bound_local(owner).or_else(|| bind(owner)) {
         Some(local) => local.push(&entry).or_else(|| {
             let mut shard = shard(owner);
@@ -780,23 +863,34 @@ pub(super) fn charge(entry: Entry) -> Charge {
         shard(owner).entries.push(entry);
         NO_SLOT
     });
-    Charge {
+    let charge = Charge {
         owner,
         id: entry.id,
         slot,
+    };
+    if in_poll {
+        let _ = THREAD.try_with(|state| state.last_charged.set(Some(charge)));
     }
+    (charge, shard_of(owner))
 }
 
 /// Whether `owner`, the owner that runs now, holds nothing: no lock to check an acquire
 /// against.
 pub(super) fn holds_nothing(owner: Owner) -> bool {
-    let shard = &HELD[shard_of(owner)];
-    match bound_local(owner) {
-        Some(local) => local.len.load(Relaxed) == 0 && shard.entries.load(Relaxed) == 0,
-        // Its own entries (and its binding) were published before it moved on, to this
-        // thread or another: the scheduler's hand-off orders them.
-        None => shard.entries.load(Relaxed) == 0 && shard.bound.load(Relaxed) == 0,
+    let fast = THREAD.try_with(|state| {
+        let local = state.bound_to(owner)?;
+        Some(
+            local.len.load(Relaxed) == 0
+                && HELD[state.bound_shard.get()].entries.load(Relaxed) == 0,
+        )
+    });
+    if let Ok(Some(nothing)) = fast {
+        return nothing;
     }
+    // Its own entries (and its binding) were published before it moved on, to this
+    // thread or another: the scheduler's hand-off orders them.
+    let shard = &HELD[shard_of(owner)];
+    shard.entries.load(Relaxed) == 0 && shard.bound.load(Relaxed) == 0
 }
 
 /// Calls `f` with each entry of `owner`, the owner that runs now, oldest first.
@@ -866,14 +960,23 @@ fn edit(charge: Charge, in_slot: impl FnOnce(&Slot), in_shard: impl FnOnce(&mut 
 
 /// Takes the entry of `charge` off its owner's set, on whichever thread.
 pub(super) fn release(charge: Charge) {
-    if charge.slot != NO_SLOT {
-        // The common case: released by its owner, on the thread whose cache has it.
-        if let Some(local) = bound_local(charge.owner) {
-            if current_owner() == charge.owner && local.free(charge.slot, charge.id) {
-                return;
-            }
-        }
+    // The common case: released by its owner, on the thread whose cache has it.
+    let fast = charge.slot != NO_SLOT
+        && THREAD
+            .try_with(|state| {
+                state.bound_to(charge.owner).is_some_and(|local| {
+                    state.owner() == charge.owner && local.free(charge.slot, charge.id)
+                })
+            })
+            .unwrap_or(false);
+    if !fast {
+        release_slow(charge);
     }
+}
+
+/// [`release`] from the shard.
+#[cold]
+fn release_slow(charge: Charge) {
     let mut shard = shard(charge.owner);
     if let Some(slot) = shard
         .bound_to(charge.owner)

@@ -741,24 +741,20 @@ pub(crate) fn acquired(
 ) -> HeldState {
     let caller = Caller::current();
     let (class_id, lock) = (graph::class_id(class), class.number());
-    let id = holders::next_entry();
-    let shard = 1 << holders::shard_of(caller.owner);
-    if class.shards.load(Relaxed) & shard == 0 {
-        class.shards.fetch_or(shard, Relaxed);
-    }
-    let charge = holders::charge(Entry {
-        owner: caller.owner,
-        id,
-        lock,
-        class: class_id,
-        mode: Mode::of(kind),
-        site,
-        flow: caller.flow_key(),
-        settled: true,
-    });
-    if caller.is_async() {
-        holders::set_last_charged(charge);
-    }
+    let charge = holders::charge(
+        Entry {
+            owner: caller.owner,
+            id: 0, // given by `charge`
+            lock,
+            class: class_id,
+            mode: Mode::of(kind),
+            site,
+            flow: caller.flow_key(),
+            settled: true,
+        },
+        &class.shards,
+        caller.is_async(),
+    );
     HeldState(charge)
 }
 

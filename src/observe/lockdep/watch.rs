@@ -143,13 +143,11 @@ impl Watch {
             }
         }
         drop(take_pending());
-        let _ = holders::take_last_charged();
         let waker = cx.waker();
-        let result = holders::polling(waker, || poll(cx));
+        let (result, charged) = holders::polling(waker, || poll(cx));
         if let Some(suspect) = take_pending() {
             self.suspect = Some(Arc::new(*suspect));
         }
-        let charged = holders::take_last_charged();
         if result.is_pending() {
             if let Some(entry) = charged {
                 holders::set_settled(entry, false);
