@@ -179,6 +179,7 @@ fn thread_number() -> u64 {
 }
 
 /// The owner of what runs now on this thread: its tokio task, or else the thread.
+#[inline]
 fn look_up_owner(state: Option<&ThreadState>) -> Owner {
     #[cfg(feature = "tokio")]
     if let Some(task) = tokio::task::try_id() {
@@ -193,6 +194,7 @@ fn look_up_owner(state: Option<&ThreadState>) -> Owner {
 impl ThreadState {
     /// The owner of what runs now on this thread, kept for the rest of the poll of an
     /// async acquire.
+    #[inline]
     fn owner(&self) -> Owner {
         if let Some(owner) = self.owner.get() {
             return owner;
@@ -205,6 +207,7 @@ impl ThreadState {
     }
 
     /// This thread's cache, if it is bound to `owner` and still valid.
+    #[inline]
     fn bound_to(&self, owner: Owner) -> Option<&'static Local> {
         if self.bound.get() != Some(owner) {
             return None;
@@ -213,6 +216,7 @@ impl ThreadState {
     }
 
     /// A new entry (or flow) number, unique in the process.
+    #[inline]
     fn next_entry(&self) -> u64 {
         let id = match self.next_entry.get() {
             0 => (thread_number() << 32) + 1,
@@ -224,6 +228,7 @@ impl ThreadState {
 }
 
 /// The owner of what runs now on this thread: its tokio task, or else the thread.
+#[inline]
 pub(super) fn current_owner() -> Owner {
     THREAD
         .try_with(ThreadState::owner)
@@ -232,6 +237,7 @@ pub(super) fn current_owner() -> Owner {
 
 impl Caller {
     /// The acquire made now, on this thread.
+    #[inline]
     pub(super) fn current() -> Self {
         THREAD
             .try_with(|state| Self {
@@ -245,23 +251,27 @@ impl Caller {
     }
 
     /// Whether it is an async acquire, made in the poll of a future (a flow of its own).
+    #[inline]
     pub(super) fn is_async(&self) -> bool {
         !self.waker.is_null()
     }
 
     /// The waker of its poll.
+    #[inline]
     fn waker(&self) -> Option<&Waker> {
         // SAFETY: `waker` is null or the waker of the poll in progress (`polling`), which
         // outlives this value.
         unsafe { self.waker.as_ref() }
     }
 
+    #[inline]
     fn key(&self) -> Option<WakerKey> {
         self.waker()
             .map(|waker| (waker.data() as usize, waker.vtable() as *const _ as usize))
     }
 
     /// The key of its flow: [`NO_FLOW`] for the owner itself (no waker).
+    #[inline]
     pub(super) fn flow_key(&self) -> WakerKey {
         self.key().unwrap_or(NO_FLOW)
     }
@@ -298,6 +308,7 @@ impl Caller {
 /// Runs `poll`, the poll of an async acquire given `waker`, as the flow of the acquires
 /// it makes (none if the thread is blocked in a blocking acquire: [`blocking`]). Returns
 /// its result, and the entry it charged, if any (see [`charge`]).
+#[inline]
 pub(super) fn polling<R>(waker: &Waker, poll: impl FnOnce() -> R) -> (R, Option<Charge>) {
     let outer = THREAD
         .try_with(|state| {
@@ -331,6 +342,7 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
 struct RestoreContext(*const Waker, Option<Owner>);
 
 impl Drop for RestoreContext {
+    #[inline]
     fn drop(&mut self) {
         let _ = THREAD.try_with(|state| {
             state.context.set(self.0);
@@ -578,6 +590,7 @@ impl Slot {
         }
     }
 
+    #[inline]
     fn store(&self, entry: &Entry) {
         self.id.store(entry.id, Relaxed);
         self.lock.store(entry.lock, Relaxed);
@@ -613,6 +626,7 @@ impl Slot {
     }
 
     /// Whether it holds the entry `id`.
+    #[inline]
     fn is(&self, id: u64) -> bool {
         self.state.load(Acquire) == TAKEN && self.id.load(Relaxed) == id
     }
@@ -670,6 +684,7 @@ impl Local {
     }
 
     /// Adds `entry` (on its thread, bound to its owner): its slot, if one is left.
+    #[inline]
     fn push(&self, entry: &Entry) -> Option<u32> {
         let len = self.len.load(Relaxed);
         let slot = self.slots.get(len)?;
@@ -680,6 +695,7 @@ impl Local {
 
     /// Frees the slot `at` if it holds the entry `id` (on its thread, bound to the
     /// entry's owner, which runs there), and the free slots at the end.
+    #[inline]
     fn free(&self, at: u32, id: u64) -> bool {
         match self.slots.get(at as usize) {
             Some(slot) if slot.is(id) => slot.state.store(FREE, Release),
@@ -816,6 +832,7 @@ pub(super) struct Charge {
 /// (its entries first, to keep the order) or the thread has none. Marks the owner's
 /// shard in `shards` (the lock's: see [`forget_lock`]), and remembers the charge for the
 /// poll in progress if `in_poll` (an async acquire).
+#[inline]
 pub(super) fn charge(mut entry: Entry, shards: &AtomicU64, in_poll: bool) -> Charge {
     let owner = entry.owner;
     let fast = THREAD.try_with(|state| {
@@ -845,6 +862,7 @@ pub(super) fn charge(mut entry: Entry, shards: &AtomicU64, in_poll: bool) -> Cha
 
 /// [`charge`], binding this thread's cache, or with a full cache, or none.
 #[cold]
+#[inline(never)]
 fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
     let owner = entry.owner;
     if entry.id == 0 {
@@ -876,6 +894,7 @@ fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
 
 /// Whether `owner`, the owner that runs now, holds nothing: no lock to check an acquire
 /// against.
+#[inline]
 pub(super) fn holds_nothing(owner: Owner) -> bool {
     let fast = THREAD.try_with(|state| {
         let local = state.bound_to(owner)?;
@@ -959,6 +978,7 @@ fn edit(charge: Charge, in_slot: impl FnOnce(&Slot), in_shard: impl FnOnce(&mut 
 }
 
 /// Takes the entry of `charge` off its owner's set, on whichever thread.
+#[inline]
 pub(super) fn release(charge: Charge) {
     // The common case: released by its owner, on the thread whose cache has it.
     let fast = charge.slot != NO_SLOT
@@ -976,6 +996,7 @@ pub(super) fn release(charge: Charge) {
 
 /// [`release`] from the shard.
 #[cold]
+#[inline(never)]
 fn release_slow(charge: Charge) {
     let mut shard = shard(charge.owner);
     if let Some(slot) = shard

@@ -372,11 +372,19 @@ pub fn set_report(report: Report) {
 /// How lockdep reports now: what [`set_report`] set last, else what the environment
 /// variable `ASYNC_RWSEM_LOCKDEP` says (`panic`, `stderr`, `tracing` or `off`), else
 /// [`Report::Panic`].
+#[inline]
 pub fn report() -> Report {
     let value = REPORT.load(Relaxed);
     if value != REPORT_UNSET {
         return Report::from_u8(value);
     }
+    report_from_env()
+}
+
+/// [`report`] before it was read from the environment.
+#[cold]
+#[inline(never)]
+fn report_from_env() -> Report {
     let report = Report::from_env();
     // A `set_report` meanwhile wins.
     match REPORT.compare_exchange(REPORT_UNSET, report.to_u8(), Relaxed, Relaxed) {
@@ -549,11 +557,19 @@ impl LockClass {
     }
 
     /// The lock's number, given now if it has none.
+    #[inline]
     fn number(&self) -> u64 {
         let lock = self.lock.load(Relaxed);
         if lock != 0 {
             return lock;
         }
+        self.first_number()
+    }
+
+    /// [`LockClass::number`] at the lock's first acquire.
+    #[cold]
+    #[inline(never)]
+    fn first_number(&self) -> u64 {
         let new = NEXT_LOCK.fetch_add(1, Relaxed) + 1;
         match self.lock.compare_exchange(0, new, Relaxed, Relaxed) {
             Ok(_) => new,
@@ -607,6 +623,7 @@ pub(crate) struct HeldState(holders::Charge);
 /// orders, and reports, with lockdep's locks released and before the lock is touched. An
 /// async acquire's wait for a lock its own flow may hold is handed to the poll in
 /// progress ([`Watch::poll`]), which watches it.
+#[inline]
 pub(crate) fn acquiring(
     class: &LockClass,
     kind: WaiterKind,
@@ -628,6 +645,20 @@ pub(crate) fn acquiring(
     if holders::holds_nothing(caller.owner) {
         return; // nothing held: nothing to check
     }
+    check(class, kind, site, attempt, report, caller);
+}
+
+/// [`acquiring`]'s checks, for a holder that holds something.
+#[cold]
+#[inline(never)]
+fn check(
+    class: &LockClass,
+    kind: WaiterKind,
+    site: &'static Location<'static>,
+    attempt: Attempt,
+    report: Report,
+    caller: Caller,
+) {
     let (class_id, lock) = (graph::class_id(class), class.number());
     let upgrade = attempt == Attempt::Upgrade;
     let mode = Mode::of(kind);
@@ -734,6 +765,7 @@ fn recursion(upgrade: bool, kind: WaiterKind, held: Mode) -> Option<&'static str
 
 /// The lock of `class` is owned now, in the mode `kind` names, by an acquire called at
 /// `site`: charges it to the current holder. Never panics, and runs no foreign code.
+#[inline]
 pub(crate) fn acquired(
     class: &LockClass,
     kind: WaiterKind,
@@ -759,12 +791,14 @@ pub(crate) fn acquired(
 }
 
 /// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
+#[inline]
 pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
     holders::set_mode(held.0, Mode::of(to));
 }
 
 /// The held lock was released: takes it off the set of the holder it was charged to,
 /// whoever releases it.
+#[inline]
 pub(crate) fn released(held: &HeldState) {
     holders::release(held.0);
 }
