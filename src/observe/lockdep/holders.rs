@@ -35,7 +35,7 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -370,6 +370,7 @@ pub(super) fn next_entry() -> u64 {
 
 /// The entry the async acquire polled last on this thread was charged, if any (an
 /// acquire that returns `Pending` holding its lock: tokio's budget).
+#[inline]
 fn take_last_charged() -> Option<Charge> {
     THREAD
         .try_with(|state| state.last_charged.take())
@@ -556,6 +557,9 @@ const FREE: u8 = 0;
 /// A slot's state: an entry.
 const TAKEN: u8 = 1;
 
+/// The bit of [`Slot::meta`] that says settled.
+const SETTLED: u32 = 40;
+
 /// The slot of a charge kept in no cache.
 pub(super) const NO_SLOT: u32 = u32::MAX;
 
@@ -566,9 +570,9 @@ struct Slot {
     state: AtomicU8,
     id: AtomicU64,
     lock: AtomicU64,
-    class: AtomicU32,
-    mode: AtomicU8,
-    settled: AtomicBool,
+    /// The class (low 32 bits), the mode's bit (bits 32 to 39) and whether settled (bit
+    /// 40): one store.
+    meta: AtomicU64,
     /// A `&'static Location` (null until the slot is first used).
     site: AtomicPtr<Location<'static>>,
     flow_data: AtomicUsize,
@@ -581,9 +585,7 @@ impl Slot {
             state: AtomicU8::new(FREE),
             id: AtomicU64::new(0),
             lock: AtomicU64::new(0),
-            class: AtomicU32::new(0),
-            mode: AtomicU8::new(0),
-            settled: AtomicBool::new(false),
+            meta: AtomicU64::new(0),
             site: AtomicPtr::new(std::ptr::null_mut()),
             flow_data: AtomicUsize::new(0),
             flow_vtable: AtomicUsize::new(0),
@@ -594,9 +596,12 @@ impl Slot {
     fn store(&self, entry: &Entry) {
         self.id.store(entry.id, Relaxed);
         self.lock.store(entry.lock, Relaxed);
-        self.class.store(entry.class, Relaxed);
-        self.mode.store(entry.mode.bit(), Relaxed);
-        self.settled.store(entry.settled, Relaxed);
+        self.meta.store(
+            u64::from(entry.class)
+                | u64::from(entry.mode.bit()) << 32
+                | u64::from(entry.settled) << SETTLED,
+            Relaxed,
+        );
         self.site
             .store(std::ptr::from_ref(entry.site).cast_mut(), Relaxed);
         self.flow_data.store(entry.flow.0, Relaxed);
@@ -613,16 +618,31 @@ impl Slot {
         // (`store`), valid for ever; a slot seen `TAKEN` (`Acquire`) has had one stored
         // before its state (`Release`).
         let site = unsafe { self.site.load(Relaxed).as_ref() }?;
+        let meta = self.meta.load(Relaxed);
         Some(Entry {
             owner,
             id: self.id.load(Relaxed),
             lock: self.lock.load(Relaxed),
-            class: self.class.load(Relaxed),
-            mode: Mode::from_bit(self.mode.load(Relaxed)),
+            class: meta as u32,
+            mode: Mode::from_bit((meta >> 32) as u8),
             site,
             flow: (self.flow_data.load(Relaxed), self.flow_vtable.load(Relaxed)),
-            settled: self.settled.load(Relaxed),
+            settled: meta & (1 << SETTLED) != 0,
         })
+    }
+
+    /// Sets the mode (only its holder does, or a thread that holds its owner's shard
+    /// mutex while the owner runs elsewhere: no other write races it).
+    fn set_mode(&self, mode: Mode) {
+        let meta = self.meta.load(Relaxed) & !(0xff << 32);
+        self.meta.store(meta | u64::from(mode.bit()) << 32, Relaxed);
+    }
+
+    /// Sets whether it is settled (as [`Slot::set_mode`]).
+    fn set_settled(&self, settled: bool) {
+        let meta = self.meta.load(Relaxed) & !(1 << SETTLED);
+        self.meta
+            .store(meta | u64::from(settled) << SETTLED, Relaxed);
     }
 
     /// Whether it holds the entry `id`.
@@ -1014,7 +1034,7 @@ fn release_slow(charge: Charge) {
 pub(super) fn set_mode(charge: Charge, mode: Mode) {
     edit(
         charge,
-        |slot| slot.mode.store(mode.bit(), Relaxed),
+        |slot| slot.set_mode(mode),
         |entry| entry.mode = mode,
     );
 }
@@ -1023,7 +1043,7 @@ pub(super) fn set_mode(charge: Charge, mode: Mode) {
 pub(super) fn set_settled(charge: Charge, settled: bool) {
     edit(
         charge,
-        |slot| slot.settled.store(settled, Relaxed),
+        |slot| slot.set_settled(settled),
         |entry| entry.settled = settled,
     );
 }
