@@ -179,7 +179,7 @@ fn thread_number() -> u64 {
 }
 
 /// The owner of what runs now on this thread: its tokio task, or else the thread.
-#[inline]
+#[inline(always)]
 fn look_up_owner(state: Option<&ThreadState>) -> Owner {
     #[cfg(feature = "tokio")]
     if let Some(task) = tokio::task::try_id() {
@@ -194,7 +194,7 @@ fn look_up_owner(state: Option<&ThreadState>) -> Owner {
 impl ThreadState {
     /// The owner of what runs now on this thread, kept for the rest of the poll of an
     /// async acquire.
-    #[inline]
+    #[inline(always)]
     fn owner(&self) -> Owner {
         if let Some(owner) = self.owner.get() {
             return owner;
@@ -207,7 +207,7 @@ impl ThreadState {
     }
 
     /// This thread's cache, if it is bound to `owner` and still valid.
-    #[inline]
+    #[inline(always)]
     fn bound_to(&self, owner: Owner) -> Option<&'static Local> {
         if self.bound.get() != Some(owner) {
             return None;
@@ -216,7 +216,7 @@ impl ThreadState {
     }
 
     /// A new entry (or flow) number, unique in the process.
-    #[inline]
+    #[inline(always)]
     fn next_entry(&self) -> u64 {
         let id = match self.next_entry.get() {
             0 => (thread_number() << 32) + 1,
@@ -227,17 +227,9 @@ impl ThreadState {
     }
 }
 
-/// The owner of what runs now on this thread: its tokio task, or else the thread.
-#[inline]
-pub(super) fn current_owner() -> Owner {
-    THREAD
-        .try_with(ThreadState::owner)
-        .unwrap_or_else(|_| look_up_owner(None))
-}
-
 impl Caller {
     /// The acquire made now, on this thread.
-    #[inline]
+    #[inline(always)]
     pub(super) fn current() -> Self {
         THREAD
             .try_with(|state| Self {
@@ -465,13 +457,9 @@ impl ShardData {
             .map(|(_, local)| *local)
     }
 
-    /// Takes the entry `id` of `owner` off the set.
-    fn release(&mut self, owner: Owner, id: u64) {
-        if let Some(at) = self
-            .entries
-            .iter()
-            .rposition(|entry| entry.id == id && entry.owner == owner)
-        {
+    /// Takes the entry `id` off the set (entry numbers are unique).
+    fn release(&mut self, id: u64) {
+        if let Some(at) = self.entries.iter().rposition(|entry| entry.id == id) {
             self.entries.remove(at);
         }
     }
@@ -592,7 +580,7 @@ impl Slot {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn store(&self, entry: &Entry) {
         self.id.store(entry.id, Relaxed);
         self.lock.store(entry.lock, Relaxed);
@@ -646,7 +634,7 @@ impl Slot {
     }
 
     /// Whether it holds the entry `id`.
-    #[inline]
+    #[inline(always)]
     fn is(&self, id: u64) -> bool {
         self.state.load(Acquire) == TAKEN && self.id.load(Relaxed) == id
     }
@@ -704,7 +692,7 @@ impl Local {
     }
 
     /// Adds `entry` (on its thread, bound to its owner): its slot, if one is left.
-    #[inline]
+    #[inline(always)]
     fn push(&self, entry: &Entry) -> Option<u32> {
         let len = self.len.load(Relaxed);
         let slot = self.slots.get(len)?;
@@ -713,9 +701,15 @@ impl Local {
         Some(len as u32)
     }
 
+    /// Whether the slot `at` holds the entry `id`.
+    #[inline(always)]
+    fn holds(&self, at: u32, id: u64) -> bool {
+        self.slots.get(at as usize).is_some_and(|slot| slot.is(id))
+    }
+
     /// Frees the slot `at` if it holds the entry `id` (on its thread, bound to the
     /// entry's owner, which runs there), and the free slots at the end.
-    #[inline]
+    #[inline(always)]
     fn free(&self, at: u32, id: u64) -> bool {
         match self.slots.get(at as usize) {
             Some(slot) if slot.is(id) => slot.state.store(FREE, Release),
@@ -838,13 +832,14 @@ fn unbind(owner: Owner, local: &'static Local) {
 // ---------------------------------------------------------------------------------------
 // The held sets: charges, releases and lookups.
 
-/// A lock charged to an owner: its entry, and the slot of the cache it went to
-/// ([`NO_SLOT`]: the shard).
+/// A lock charged to an owner: its entry number (unique in the process), the slot of
+/// the cache it went to ([`NO_SLOT`]: the shard), and its owner's shard, where that
+/// cache is bound or the entry is (two words: kept in every guard).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Charge {
-    pub(super) owner: Owner,
-    pub(super) id: u64,
-    pub(super) slot: u32,
+    id: u64,
+    slot: u32,
+    shard: u32,
 }
 
 /// Charges `entry` to its owner, the owner that runs now, under a new entry number:
@@ -852,22 +847,23 @@ pub(super) struct Charge {
 /// (its entries first, to keep the order) or the thread has none. Marks the owner's
 /// shard in `shards` (the lock's: see [`forget_lock`]), and remembers the charge for the
 /// poll in progress if `in_poll` (an async acquire).
-#[inline]
+#[inline(always)]
 pub(super) fn charge(mut entry: Entry, shards: &AtomicU64, in_poll: bool) -> Charge {
     let owner = entry.owner;
     let fast = THREAD.try_with(|state| {
         let local = state.bound_to(owner)?;
         entry.id = state.next_entry();
         let slot = local.push(&entry)?;
+        let index = state.bound_shard.get();
         let charge = Charge {
-            owner,
             id: entry.id,
             slot,
+            shard: index as u32,
         };
         if in_poll {
             state.last_charged.set(Some(charge));
         }
-        Some((charge, state.bound_shard.get()))
+        Some((charge, index))
     });
     let (charge, index) = match fast {
         Ok(Some(fast)) => fast,
@@ -901,20 +897,21 @@ fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
         shard(owner).entries.push(entry);
         NO_SLOT
     });
+    let index = shard_of(owner);
     let charge = Charge {
-        owner,
         id: entry.id,
         slot,
+        shard: index as u32,
     };
     if in_poll {
         let _ = THREAD.try_with(|state| state.last_charged.set(Some(charge)));
     }
-    (charge, shard_of(owner))
+    (charge, index)
 }
 
 /// Whether `owner`, the owner that runs now, holds nothing: no lock to check an acquire
 /// against.
-#[inline]
+#[inline(always)]
 pub(super) fn holds_nothing(owner: Owner) -> bool {
     let fast = THREAD.try_with(|state| {
         let local = state.bound_to(owner)?;
@@ -970,43 +967,57 @@ pub(super) fn for_each_held(owner: Owner, mut f: impl FnMut(&Entry)) {
     }
 }
 
+/// This thread's cache, if it holds the entry of `charge` and the owner it is bound to
+/// runs now (so no other thread moves its entries meanwhile).
+#[inline(always)]
+fn own_slot(state: &ThreadState, charge: Charge) -> Option<&'static Local> {
+    let local = state.local.get()?;
+    if !local.holds(charge.slot, charge.id) {
+        return None;
+    }
+    let bound = state.bound.get()?;
+    (local.valid.load(Relaxed) && state.owner() == bound).then_some(local)
+}
+
+/// The shard of `charge` with the slot that holds its entry, if a cache has it.
+fn shard_of_charge(charge: Charge) -> (ShardGuard, Option<&'static Slot>) {
+    let shard = &HELD[charge.shard as usize % SHARDS];
+    let data = shard.data.lock().unwrap_or_else(PoisonError::into_inner);
+    let slot = data
+        .bound
+        .iter()
+        .find_map(|(_, local)| local.find(charge.slot, charge.id));
+    (ShardGuard { data, shard }, slot)
+}
+
 /// Edits the entry of `charge`: `in_slot` if it is in a cache, else `in_shard`.
 fn edit(charge: Charge, in_slot: impl FnOnce(&Slot), in_shard: impl FnOnce(&mut Entry)) {
     if charge.slot != NO_SLOT {
-        if let Some(local) = bound_local(charge.owner) {
-            if current_owner() == charge.owner {
-                if let Some(slot) = local.find(charge.slot, charge.id) {
-                    return in_slot(slot);
-                }
-            }
+        let own = THREAD
+            .try_with(|state| own_slot(state, charge))
+            .ok()
+            .flatten();
+        if let Some(local) = own {
+            return in_slot(&local.slots[charge.slot as usize]);
         }
     }
-    let mut shard = shard(charge.owner);
-    if let Some(slot) = shard
-        .bound_to(charge.owner)
-        .and_then(|local| local.find(charge.slot, charge.id))
-    {
+    let (mut shard, slot) = shard_of_charge(charge);
+    if let Some(slot) = slot {
         return in_slot(slot);
     }
-    if let Some(entry) = shard
-        .entries
-        .iter_mut()
-        .find(|entry| entry.id == charge.id && entry.owner == charge.owner)
-    {
+    if let Some(entry) = shard.entries.iter_mut().find(|entry| entry.id == charge.id) {
         in_shard(entry);
     }
 }
 
 /// Takes the entry of `charge` off its owner's set, on whichever thread.
-#[inline]
+#[inline(always)]
 pub(super) fn release(charge: Charge) {
     // The common case: released by its owner, on the thread whose cache has it.
     let fast = charge.slot != NO_SLOT
         && THREAD
             .try_with(|state| {
-                state.bound_to(charge.owner).is_some_and(|local| {
-                    state.owner() == charge.owner && local.free(charge.slot, charge.id)
-                })
+                own_slot(state, charge).is_some_and(|local| local.free(charge.slot, charge.id))
             })
             .unwrap_or(false);
     if !fast {
@@ -1018,16 +1029,12 @@ pub(super) fn release(charge: Charge) {
 #[cold]
 #[inline(never)]
 fn release_slow(charge: Charge) {
-    let mut shard = shard(charge.owner);
-    if let Some(slot) = shard
-        .bound_to(charge.owner)
-        .and_then(|local| local.find(charge.slot, charge.id))
-    {
+    let (mut shard, slot) = shard_of_charge(charge);
+    match slot {
         // Freed, left in place: the cache's thread drops it from its end.
-        slot.state.store(FREE, Release);
-        return;
+        Some(slot) => slot.state.store(FREE, Release),
+        None => shard.release(charge.id),
     }
-    shard.release(charge.owner, charge.id);
 }
 
 /// Sets the mode of the entry of `charge`.

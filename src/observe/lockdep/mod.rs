@@ -623,7 +623,7 @@ pub(crate) struct HeldState(holders::Charge);
 /// orders, and reports, with lockdep's locks released and before the lock is touched. An
 /// async acquire's wait for a lock its own flow may hold is handed to the poll in
 /// progress ([`Watch::poll`]), which watches it.
-#[inline]
+#[inline(always)]
 pub(crate) fn acquiring(
     class: &LockClass,
     kind: WaiterKind,
@@ -765,7 +765,7 @@ fn recursion(upgrade: bool, kind: WaiterKind, held: Mode) -> Option<&'static str
 
 /// The lock of `class` is owned now, in the mode `kind` names, by an acquire called at
 /// `site`: charges it to the current holder. Never panics, and runs no foreign code.
-#[inline]
+#[inline(always)]
 pub(crate) fn acquired(
     class: &LockClass,
     kind: WaiterKind,
@@ -798,7 +798,7 @@ pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
 
 /// The held lock was released: takes it off the set of the holder it was charged to,
 /// whoever releases it.
-#[inline]
+#[inline(always)]
 pub(crate) fn released(held: &HeldState) {
     holders::release(held.0);
 }
