@@ -457,9 +457,9 @@ impl ShardData {
             .map(|(_, local)| *local)
     }
 
-    /// Takes the entry `id` off the set (entry numbers are unique).
-    fn release(&mut self, id: u64) {
-        if let Some(at) = self.entries.iter().rposition(|entry| entry.id == id) {
+    /// Takes the entry of `charge` off the set.
+    fn release(&mut self, charge: Charge) {
+        if let Some(at) = self.entries.iter().rposition(|entry| charge.is(entry.id)) {
             self.entries.remove(at);
         }
     }
@@ -549,7 +549,7 @@ const TAKEN: u8 = 1;
 const SETTLED: u32 = 40;
 
 /// The slot of a charge kept in no cache.
-pub(super) const NO_SLOT: u32 = u32::MAX;
+pub(super) const NO_SLOT: u32 = 0xf;
 
 /// An entry in a thread's cache: written field by field (atomics, each a plain store),
 /// the state last, with `Release`; a reader loads the state with `Acquire` first.
@@ -633,10 +633,10 @@ impl Slot {
             .store(meta | u64::from(settled) << SETTLED, Relaxed);
     }
 
-    /// Whether it holds the entry `id`.
+    /// Whether it holds the entry of `charge`.
     #[inline(always)]
-    fn is(&self, id: u64) -> bool {
-        self.state.load(Acquire) == TAKEN && self.id.load(Relaxed) == id
+    fn is(&self, charge: Charge) -> bool {
+        self.state.load(Acquire) == TAKEN && charge.is(self.id.load(Relaxed))
     }
 }
 
@@ -701,18 +701,20 @@ impl Local {
         Some(len as u32)
     }
 
-    /// Whether the slot `at` holds the entry `id`.
+    /// Whether the slot of `charge` holds its entry.
     #[inline(always)]
-    fn holds(&self, at: u32, id: u64) -> bool {
-        self.slots.get(at as usize).is_some_and(|slot| slot.is(id))
+    fn holds(&self, charge: Charge) -> bool {
+        self.slots
+            .get(charge.slot() as usize)
+            .is_some_and(|slot| slot.is(charge))
     }
 
-    /// Frees the slot `at` if it holds the entry `id` (on its thread, bound to the
+    /// Frees the slot of `charge` if it holds its entry (on its thread, bound to the
     /// entry's owner, which runs there), and the free slots at the end.
     #[inline(always)]
-    fn free(&self, at: u32, id: u64) -> bool {
-        match self.slots.get(at as usize) {
-            Some(slot) if slot.is(id) => slot.state.store(FREE, Release),
+    fn free(&self, charge: Charge) -> bool {
+        match self.slots.get(charge.slot() as usize) {
+            Some(slot) if slot.is(charge) => slot.state.store(FREE, Release),
             _ => return false,
         }
         let mut len = self.len.load(Relaxed);
@@ -723,11 +725,11 @@ impl Local {
         true
     }
 
-    /// The slot holding the entry `id`: the one its charge gave, else found by a search.
-    fn find(&self, at: u32, id: u64) -> Option<&Slot> {
-        match self.slots.get(at as usize) {
-            Some(slot) if slot.is(id) => Some(slot),
-            _ => self.slots().iter().find(|slot| slot.is(id)),
+    /// The slot holding the entry of `charge`: the one it gave, else found by a search.
+    fn find(&self, charge: Charge) -> Option<&Slot> {
+        match self.slots.get(charge.slot() as usize) {
+            Some(slot) if slot.is(charge) => Some(slot),
+            _ => self.slots().iter().find(|slot| slot.is(charge)),
         }
     }
 
@@ -832,14 +834,38 @@ fn unbind(owner: Owner, local: &'static Local) {
 // ---------------------------------------------------------------------------------------
 // The held sets: charges, releases and lookups.
 
-/// A lock charged to an owner: its entry number (unique in the process), the slot of
-/// the cache it went to ([`NO_SLOT`]: the shard), and its owner's shard, where that
-/// cache is bound or the entry is (two words: kept in every guard).
+/// A lock charged to an owner, in one word (kept in every guard, and passed in a
+/// register): the slot of the cache it went to (4 bits, [`NO_SLOT`]: the shard), its
+/// owner's shard, where that cache is bound or the entry is (6 bits), and the low 54
+/// bits of its entry number (unique among the entries held at once: two entries'
+/// numbers that agree there are given by threads 2^22 apart, with as many entries
+/// given by each).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Charge {
-    id: u64,
-    slot: u32,
-    shard: u32,
+pub(super) struct Charge(u64);
+
+impl Charge {
+    #[inline(always)]
+    fn new(id: u64, slot: u32, shard: usize) -> Self {
+        Charge(id << 10 | (shard as u64 % SHARDS as u64) << 4 | u64::from(slot & 0xf))
+    }
+
+    /// The slot of the cache its entry went to.
+    #[inline(always)]
+    fn slot(self) -> u32 {
+        (self.0 & 0xf) as u32
+    }
+
+    /// Its owner's shard.
+    #[inline(always)]
+    fn shard(self) -> usize {
+        (self.0 >> 4) as usize % SHARDS
+    }
+
+    /// Whether `id` is its entry's number.
+    #[inline(always)]
+    fn is(self, id: u64) -> bool {
+        id << 10 == self.0 & !0x3ff
+    }
 }
 
 /// Charges `entry` to its owner, the owner that runs now, under a new entry number:
@@ -855,11 +881,7 @@ pub(super) fn charge(mut entry: Entry, shards: &AtomicU64, in_poll: bool) -> Cha
         entry.id = state.next_entry();
         let slot = local.push(&entry)?;
         let index = state.bound_shard.get();
-        let charge = Charge {
-            id: entry.id,
-            slot,
-            shard: index as u32,
-        };
+        let charge = Charge::new(entry.id, slot, index);
         if in_poll {
             state.last_charged.set(Some(charge));
         }
@@ -898,11 +920,7 @@ fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
         NO_SLOT
     });
     let index = shard_of(owner);
-    let charge = Charge {
-        id: entry.id,
-        slot,
-        shard: index as u32,
-    };
+    let charge = Charge::new(entry.id, slot, index);
     if in_poll {
         let _ = THREAD.try_with(|state| state.last_charged.set(Some(charge)));
     }
@@ -972,7 +990,7 @@ pub(super) fn for_each_held(owner: Owner, mut f: impl FnMut(&Entry)) {
 #[inline(always)]
 fn own_slot(state: &ThreadState, charge: Charge) -> Option<&'static Local> {
     let local = state.local.get()?;
-    if !local.holds(charge.slot, charge.id) {
+    if !local.holds(charge) {
         return None;
     }
     let bound = state.bound.get()?;
@@ -981,31 +999,28 @@ fn own_slot(state: &ThreadState, charge: Charge) -> Option<&'static Local> {
 
 /// The shard of `charge` with the slot that holds its entry, if a cache has it.
 fn shard_of_charge(charge: Charge) -> (ShardGuard, Option<&'static Slot>) {
-    let shard = &HELD[charge.shard as usize % SHARDS];
+    let shard = &HELD[charge.shard()];
     let data = shard.data.lock().unwrap_or_else(PoisonError::into_inner);
-    let slot = data
-        .bound
-        .iter()
-        .find_map(|(_, local)| local.find(charge.slot, charge.id));
+    let slot = data.bound.iter().find_map(|(_, local)| local.find(charge));
     (ShardGuard { data, shard }, slot)
 }
 
 /// Edits the entry of `charge`: `in_slot` if it is in a cache, else `in_shard`.
 fn edit(charge: Charge, in_slot: impl FnOnce(&Slot), in_shard: impl FnOnce(&mut Entry)) {
-    if charge.slot != NO_SLOT {
+    if charge.slot() != NO_SLOT {
         let own = THREAD
             .try_with(|state| own_slot(state, charge))
             .ok()
             .flatten();
         if let Some(local) = own {
-            return in_slot(&local.slots[charge.slot as usize]);
+            return in_slot(&local.slots[charge.slot() as usize]);
         }
     }
     let (mut shard, slot) = shard_of_charge(charge);
     if let Some(slot) = slot {
         return in_slot(slot);
     }
-    if let Some(entry) = shard.entries.iter_mut().find(|entry| entry.id == charge.id) {
+    if let Some(entry) = shard.entries.iter_mut().find(|entry| charge.is(entry.id)) {
         in_shard(entry);
     }
 }
@@ -1014,11 +1029,9 @@ fn edit(charge: Charge, in_slot: impl FnOnce(&Slot), in_shard: impl FnOnce(&mut 
 #[inline(always)]
 pub(super) fn release(charge: Charge) {
     // The common case: released by its owner, on the thread whose cache has it.
-    let fast = charge.slot != NO_SLOT
+    let fast = charge.slot() != NO_SLOT
         && THREAD
-            .try_with(|state| {
-                own_slot(state, charge).is_some_and(|local| local.free(charge.slot, charge.id))
-            })
+            .try_with(|state| own_slot(state, charge).is_some_and(|local| local.free(charge)))
             .unwrap_or(false);
     if !fast {
         release_slow(charge);
@@ -1033,7 +1046,7 @@ fn release_slow(charge: Charge) {
     match slot {
         // Freed, left in place: the cache's thread drops it from its end.
         Some(slot) => slot.state.store(FREE, Release),
-        None => shard.release(charge.id),
+        None => shard.release(charge),
     }
 }
 
