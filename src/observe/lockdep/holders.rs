@@ -449,12 +449,18 @@ pub(super) struct ShardData {
 }
 
 impl ShardData {
-    /// The cache bound to `owner`, if any.
-    fn bound_to(&self, owner: Owner) -> Option<&'static Local> {
-        self.bound
-            .iter()
-            .find(|(bound, _)| *bound == owner)
-            .map(|(_, local)| *local)
+    /// The caches bound to `owner`: its frozen ones, oldest first, then its live one
+    /// (see [`Local`]).
+    fn caches_of(&self, owner: Owner) -> impl Iterator<Item = &'static Local> + '_ {
+        let of = move |frozen: bool| {
+            self.bound
+                .iter()
+                .filter(move |(bound, local)| {
+                    *bound == owner && local.valid.load(Relaxed) != frozen
+                })
+                .map(|(_, local)| *local)
+        };
+        of(true).chain(of(false))
     }
 
     /// Takes the entry of `charge` off the set.
@@ -474,6 +480,9 @@ struct Shard {
     /// How many caches are bound to its owners, written likewise: an acquire whose
     /// owner's shard has neither has nothing to check, and takes no lock.
     bound: AtomicUsize,
+    /// How many of them are frozen (see [`Local`]), written likewise: an owner whose
+    /// cache is live looks at the shard only if it has entries or frozen caches.
+    frozen: AtomicUsize,
 }
 
 static HELD: [Shard; SHARDS] = [const {
@@ -485,6 +494,7 @@ static HELD: [Shard; SHARDS] = [const {
         }),
         entries: AtomicUsize::new(0),
         bound: AtomicUsize::new(0),
+        frozen: AtomicUsize::new(0),
     }
 }; SHARDS];
 
@@ -512,6 +522,9 @@ impl Drop for ShardGuard {
     fn drop(&mut self) {
         self.shard.entries.store(self.data.entries.len(), Relaxed);
         self.shard.bound.store(self.data.bound.len(), Relaxed);
+        let frozen = self.data.bound.iter();
+        let frozen = frozen.filter(|(_, local)| !local.valid.load(Relaxed));
+        self.shard.frozen.store(frozen.count(), Relaxed);
     }
 }
 
@@ -643,25 +656,26 @@ impl Slot {
 /// A thread's cache of the entries of the owner it is *bound* to: the owner that last
 /// charged a lock on this thread. While that owner runs on the thread (the common case:
 /// a task acquires and releases on the worker that polls it), its acquires and releases
-/// touch this cache alone, with plain stores and no read-modify-write: no other thread
-/// writes it meanwhile but to free a slot (below), as the owner runs nowhere else.
+/// touch this cache alone, with plain stores and no read-modify-write.
 ///
-/// Other threads find it in the bound owner's shard ([`ShardData::bound`]) and reach it
-/// under that shard's mutex only: a release of a guard sent away marks its slot free;
-/// the watchdog and a dropped lock read or free slots; and when the owner runs on
-/// another thread (a task that moved), that thread moves the cache's entries to the
-/// shard and unbinds it (clearing `valid`, which the cache's thread reads before its
-/// next fast path: the scheduler's hand-off orders the two). The cache's own thread
-/// unbinds it, under the same mutex, when another owner charges a lock there, or when
-/// the thread ends (the cache then goes to a free list, for another thread).
+/// Only the cache's thread adds entries, moves them out (to the owner's shard: when it
+/// is full, when another owner charges a lock on the thread, when the thread ends), and
+/// writes `len`. Other threads find the cache in the bound owner's shard
+/// ([`ShardData::bound`]) and reach it under that shard's mutex only, to read it or to
+/// free one slot: a release of a guard sent away, a dropped lock's forgotten holds.
+/// When the owner runs on another thread (a task that moved), that thread *freezes* the
+/// cache (clears `valid`, under the mutex) and binds its own: the frozen cache keeps the
+/// owner's older entries, still found through the shard, until they are released (a
+/// release on the cache's thread frees its slot there, as any) or the cache's thread
+/// moves them to the shard at its next binding. The cache's thread reads `valid` before
+/// its next fast path: the scheduler's hand-off orders the two.
 #[derive(Debug)]
 pub(super) struct Local {
     slots: [Slot; LOCAL_SLOTS],
     /// The slots in use: `0..len`, some freed (a release out of order, or from another
-    /// thread). Written by the cache's thread while its owner runs there, else under the
-    /// owner's shard mutex.
+    /// thread). Written by the cache's thread alone.
     len: AtomicUsize,
-    /// Whether it is still bound: cleared when another thread took its entries.
+    /// Whether it is live: cleared when another thread froze it (or at its unbinding).
     valid: AtomicBool,
 }
 
@@ -797,11 +811,12 @@ fn bind(owner: Owner) -> Option<&'static Local> {
             }
             let index = shard_of(owner);
             let mut shard = self::shard(owner);
-            if let Some(at) = shard.bound.iter().position(|(bound, _)| *bound == owner) {
-                // It ran on another thread last: its entries there move to the shard.
-                let (_, other) = shard.bound.swap_remove(at);
-                other.valid.store(false, Relaxed);
-                other.drain_into(owner, &mut shard.entries);
+            for (bound, other) in &shard.bound {
+                if *bound == owner {
+                    // It ran on another thread last: that cache is frozen, its entries
+                    // left there (only its thread moves them).
+                    other.valid.store(false, Relaxed);
+                }
             }
             local.valid.store(true, Relaxed);
             shard.bound.push((owner, local));
@@ -814,20 +829,19 @@ fn bind(owner: Owner) -> Option<&'static Local> {
         .flatten()
 }
 
-/// Unbinds `local`, this thread's cache, from `owner`: its entries move to `owner`'s
-/// shard (unless another thread took them).
+/// Unbinds `local`, this thread's cache (live or frozen), from `owner`: its entries
+/// move to `owner`'s shard.
 fn unbind(owner: Owner, local: &'static Local) {
     let mut shard = shard(owner);
-    if local.valid.load(Relaxed) {
-        local.valid.store(false, Relaxed);
-        local.drain_into(owner, &mut shard.entries);
-        if let Some(at) = shard
-            .bound
-            .iter()
-            .position(|(bound, other)| *bound == owner && std::ptr::eq(*other, local))
-        {
-            shard.bound.swap_remove(at);
-        }
+    local.valid.store(false, Relaxed);
+    local.drain_into(owner, &mut shard.entries);
+    if let Some(at) = shard
+        .bound
+        .iter()
+        .position(|(bound, other)| *bound == owner && std::ptr::eq(*other, local))
+    {
+        // In order: the frozen caches are found oldest first.
+        shard.bound.remove(at);
     }
 }
 
@@ -933,9 +947,11 @@ fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
 pub(super) fn holds_nothing(owner: Owner) -> bool {
     let fast = THREAD.try_with(|state| {
         let local = state.bound_to(owner)?;
+        let shard = &HELD[state.bound_shard.get()];
         Some(
             local.len.load(Relaxed) == 0
-                && HELD[state.bound_shard.get()].entries.load(Relaxed) == 0,
+                && shard.entries.load(Relaxed) == 0
+                && shard.frozen.load(Relaxed) == 0,
         )
     });
     if let Ok(Some(nothing)) = fast {
@@ -947,54 +963,47 @@ pub(super) fn holds_nothing(owner: Owner) -> bool {
     shard.entries.load(Relaxed) == 0 && shard.bound.load(Relaxed) == 0
 }
 
-/// Calls `f` with each entry of `owner`, the owner that runs now, oldest first.
+/// Calls `f` with each entry of `owner`, the owner that runs now, oldest first (but
+/// for the entries a frozen cache gave the shard after newer ones).
 pub(super) fn for_each_held(owner: Owner, mut f: impl FnMut(&Entry)) {
-    if let Some(local) = bound_local(owner) {
-        if HELD[shard_of(owner)].entries.load(Relaxed) != 0 {
-            let shard = shard(owner);
+    let each = |local: &Local, f: &mut dyn FnMut(&Entry)| {
+        for slot in local.slots() {
+            if let Some(entry) = slot.load(owner) {
+                f(&entry);
+            }
+        }
+    };
+    let live = bound_local(owner);
+    if live.is_some() || !holds_nothing(owner) {
+        let index = shard_of(owner);
+        let shared = &HELD[index];
+        if live.is_none() || shared.entries.load(Relaxed) != 0 || shared.frozen.load(Relaxed) != 0 {
+            let shard = self::shard(owner);
             shard
                 .entries
                 .iter()
                 .filter(|entry| entry.owner == owner)
                 .for_each(&mut f);
-        }
-        for slot in local.slots() {
-            if let Some(entry) = slot.load(owner) {
-                f(&entry);
+            // Caches of other threads (or this one's, frozen): their threads only free
+            // slots of theirs while the shard is locked.
+            for local in shard.caches_of(owner) {
+                if live.is_none_or(|live| !std::ptr::eq(live, local)) {
+                    each(local, &mut f);
+                }
             }
         }
-        return;
     }
-    if holds_nothing(owner) {
-        return;
-    }
-    let shard = shard(owner);
-    shard
-        .entries
-        .iter()
-        .filter(|entry| entry.owner == owner)
-        .for_each(&mut f);
-    if let Some(local) = shard.bound_to(owner) {
-        // Another thread's cache, bound to an owner that runs here now: its thread
-        // leaves it alone while the shard is locked.
-        for slot in local.slots() {
-            if let Some(entry) = slot.load(owner) {
-                f(&entry);
-            }
-        }
+    if let Some(local) = live {
+        each(local, &mut f);
     }
 }
 
-/// This thread's cache, if it holds the entry of `charge` and the owner it is bound to
-/// runs now (so no other thread moves its entries meanwhile).
+/// This thread's cache, if it holds the entry of `charge` (live or frozen: only this
+/// thread moves its entries).
 #[inline(always)]
 fn own_slot(state: &ThreadState, charge: Charge) -> Option<&'static Local> {
     let local = state.local.get()?;
-    if !local.holds(charge) {
-        return None;
-    }
-    let bound = state.bound.get()?;
-    (local.valid.load(Relaxed) && state.owner() == bound).then_some(local)
+    local.holds(charge).then_some(local)
 }
 
 /// The shard of `charge` with the slot that holds its entry, if a cache has it.
@@ -1127,7 +1136,7 @@ pub(super) fn holds_any(owner: Owner, ids: &[u64], lock: u64) -> bool {
     let held =
         |entry: &Entry| entry.owner == owner && entry.lock == lock && ids.contains(&entry.id);
     shard.entries.iter().any(held)
-        || shard.bound_to(owner).is_some_and(|local| {
+        || shard.caches_of(owner).any(|local| {
             local
                 .slots()
                 .iter()
