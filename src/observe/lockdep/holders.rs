@@ -23,11 +23,17 @@
 //! next chain gets a new number: harmless, as every order it made has been made by
 //! another flow too (the graph asks nothing more of a number).
 //!
-//! Each owner's held locks live in one shard of a table of mutexes, picked by the
-//! owner: two owners rarely share one, so an acquire and a release take a mutex no other
-//! worker is likely to want, never a process-wide one. A shard is a flat list of the
-//! entries of its owners, oldest first, and of their flows bound to a number: once it has
-//! grown, an acquire and a release allocate nothing.
+//! Each thread keeps a cache of the held locks of one owner, the one that last charged a
+//! lock there ([`Local`]): in the common case (a task acquires and releases on the worker
+//! that polls it) an acquire and a release touch that cache alone, with plain loads and
+//! stores, no mutex and no read-modify-write. The shared table is used only when an
+//! owner charges a lock on a thread whose cache is bound to another (the task moved, or
+//! another task runs there: the cache's entries move to its owner's shard), when a cache
+//! is full, and by other threads (a guard released away from its thread, the watchdog,
+//! a dropped lock). The table is a set of shards, mutexes picked by owner: two owners
+//! rarely share one, never a process-wide one. A shard holds the entries of its owners
+//! that left their caches, oldest first, the caches bound to its owners, and their flows
+//! bound to a number: once it has grown, nothing allocates.
 
 use std::cell::Cell;
 use std::collections::HashMap;

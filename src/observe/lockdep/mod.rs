@@ -253,21 +253,24 @@
 //!
 //! # Cost
 //!
-//! With the feature on, an acquire and a release each take the mutex of one shard of
-//! the held sets (64 shards, picked by task or thread: two workers rarely want the same
-//! one); an acquire that can wait walks its holder's held locks and, if it holds any,
-//! finds its future's number in a short list of its task's futures,
-//! hashes the chain they form with the lock acquired and looks it up in a sharded table
-//! of chains already checked (a read lock). Only a chain new to the process (or to a
-//! second holder) takes the process-wide mutex of the class graph, adds its orders and
-//! searches the graph for a cycle. So locks private to their tasks scale with workers as
-//! without the feature. Measured at `390ab48` on a 2-core AMD EPYC VM
-//! (`BUILDS="none stats lock_stat lockdep" scripts/observe-cost.sh 5 1`, medians of 5
-//! interleaved runs): an uncontended `read().await` + drop 44.3 ns (7.91x the build
-//! without observers), a write 43.1 ns (8.80x), 8 tasks on one lock at 2 workers 0.92x,
-//! a lock per task 0.11x at 1 worker and 0.12x at 2, scaling x1.91 from 1 to 2 workers
-//! (x1.72 without observers); by callgrind (`scripts/instructions.sh 100000 --features
-//! lockdep`), 587.5 and 574.5 instructions (57.5 and 48.5 without). More in the
+//! With the feature on, each thread keeps the held locks of the task (or thread) that
+//! runs on it in a cache of its own: an acquire and a release made by that task on that
+//! thread, the common case, write the cache with plain stores, and take no mutex. The
+//! shared held sets (64 shards, picked by task or thread: two workers rarely want the
+//! same one) are locked when a task charges a lock on a thread whose cache holds another
+//! task's (the task moved, or another one ran there), and by other threads (a guard
+//! released away from its task, the watchdog). An acquire that can wait reads its
+//! holder (`tokio::task::try_id`, once per poll) and, if the holder holds any lock, walks
+//! them, finds its future's number in a short list of its task's futures, hashes the
+//! chain they form with the lock acquired and looks it up in a sharded table of chains
+//! already checked (a read lock). Only a chain new to the process (or to a second
+//! holder) takes the process-wide mutex of the class graph, adds its orders and searches
+//! the graph for a cycle. So locks private to their tasks scale with workers as without
+//! the feature. Measured at `4218152` on a 2-core AMD EPYC VM (`BUILDS="none lockdep"
+//! scripts/observe-cost.sh 5 1`, medians of 5 interleaved runs): an uncontended
+//! `read().await` + drop 21.5 ns (3.98x the build without observers), a write 20.3 ns
+//! (4.23x), 8 tasks on one lock at 2 workers 1.02x, a lock per task 0.16x at 1 worker
+//! and at 2, scaling x1.83 from 1 to 2 workers (x1.74 without observers). More in the
 //! repository's `docs/performance.md` (*What observing costs*). The graph only grows, by one entry
 //! per class and per order seen, and the table of chains by one entry per chain. With
 //! [`Report::Off`] an acquire still charges the held lock to its holder (`held` must find
