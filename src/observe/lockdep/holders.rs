@@ -27,10 +27,11 @@
 //! lock there ([`Local`]): in the common case (a task acquires and releases on the worker
 //! that polls it) an acquire and a release touch that cache alone, with plain loads and
 //! stores, no mutex and no read-modify-write. The shared table is used only when an
-//! owner charges a lock on a thread whose cache is bound to another (the task moved, or
-//! another task runs there: the cache's entries move to its owner's shard), when a cache
-//! is full, and by other threads (a guard released away from its thread, the watchdog,
-//! a dropped lock). The table is a set of shards, mutexes picked by owner: two owners
+//! owner charges a lock on a thread whose cache is bound to another (another task ran
+//! there: the cache's entries move to its owner's shard; the task moved: the cache it
+//! left, on the other thread, is frozen, its entries found through the shard until they
+//! are released or that thread moves them), when a cache is full, and by other threads
+//! (a guard released away from its thread, the watchdog, a dropped lock). The table is a set of shards, mutexes picked by owner: two owners
 //! rarely share one, never a process-wide one. A shard holds the entries of its owners
 //! that left their caches, oldest first, the caches bound to its owners, and their flows
 //! bound to a number: once it has grown, nothing allocates.
@@ -795,9 +796,9 @@ fn bound_local(owner: Owner) -> Option<&'static Local> {
 }
 
 /// Binds this thread's cache to `owner`, the owner that runs now: unbinds it from the
-/// owner it was bound to (its entries to that owner's shard), and takes `owner`'s
-/// entries out of the cache of another thread bound to it (to `owner`'s shard). `None`
-/// in a thread that is ending (no cache: its charges go to the shard).
+/// owner it was bound to (its entries to that owner's shard), and freezes the cache of
+/// another thread bound to `owner`, if any (its entries stay there, see [`Local`]).
+/// `None` in a thread that is ending (no cache: its charges go to the shard).
 fn bind(owner: Owner) -> Option<&'static Local> {
     THREAD
         .try_with(|state| {
