@@ -253,21 +253,24 @@
 //!
 //! # Cost
 //!
-//! With the feature on, an acquire and a release each take the mutex of one shard of
-//! the held sets (64 shards, picked by task or thread: two workers rarely want the same
-//! one); an acquire that can wait walks its holder's held locks and, if it holds any,
-//! finds its future's number in a short list of its task's futures,
-//! hashes the chain they form with the lock acquired and looks it up in a sharded table
-//! of chains already checked (a read lock). Only a chain new to the process (or to a
-//! second holder) takes the process-wide mutex of the class graph, adds its orders and
-//! searches the graph for a cycle. So locks private to their tasks scale with workers as
-//! without the feature. Measured at `390ab48` on a 2-core AMD EPYC VM
-//! (`BUILDS="none stats lock_stat lockdep" scripts/observe-cost.sh 5 1`, medians of 5
-//! interleaved runs): an uncontended `read().await` + drop 44.3 ns (7.91x the build
-//! without observers), a write 43.1 ns (8.80x), 8 tasks on one lock at 2 workers 0.92x,
-//! a lock per task 0.11x at 1 worker and 0.12x at 2, scaling x1.91 from 1 to 2 workers
-//! (x1.72 without observers); by callgrind (`scripts/instructions.sh 100000 --features
-//! lockdep`), 587.5 and 574.5 instructions (57.5 and 48.5 without). More in the
+//! With the feature on, each thread keeps the held locks of the task (or thread) that
+//! runs on it in a cache of its own: an acquire and a release made by that task on that
+//! thread, the common case, write the cache with plain stores, and take no mutex. The
+//! shared held sets (64 shards, picked by task or thread: two workers rarely want the
+//! same one) are locked when a task charges a lock on a thread whose cache holds another
+//! task's (the task moved, or another one ran there), and by other threads (a guard
+//! released away from its task, the watchdog). An acquire that can wait reads its
+//! holder (`tokio::task::try_id`, once per poll) and, if the holder holds any lock, walks
+//! them, finds its future's number in a short list of its task's futures, hashes the
+//! chain they form with the lock acquired and looks it up in a sharded table of chains
+//! already checked (a read lock). Only a chain new to the process (or to a second
+//! holder) takes the process-wide mutex of the class graph, adds its orders and searches
+//! the graph for a cycle. So locks private to their tasks scale with workers as without
+//! the feature. Measured at `4218152` on a 2-core AMD EPYC VM (`BUILDS="none lockdep"
+//! scripts/observe-cost.sh 5 1`, medians of 5 interleaved runs): an uncontended
+//! `read().await` + drop 21.5 ns (3.98x the build without observers), a write 20.3 ns
+//! (4.23x), 8 tasks on one lock at 2 workers 1.02x, a lock per task 0.16x at 1 worker
+//! and at 2, scaling x1.83 from 1 to 2 workers (x1.74 without observers). More in the
 //! repository's `docs/performance.md` (*What observing costs*). The graph only grows, by one entry
 //! per class and per order seen, and the table of chains by one entry per chain. With
 //! [`Report::Off`] an acquire still charges the held lock to its holder (`held` must find
@@ -288,7 +291,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use self::graph::ChainKey;
 pub(crate) use self::holders::blocking;
-use self::holders::{Caller, Entry, Holder, Owner};
+use self::holders::{Caller, Entry, Holder};
 use self::watch::Suspect;
 pub(crate) use self::watch::Watch;
 pub use self::watch::{deadlock_timeout, set_deadlock_timeout};
@@ -372,11 +375,19 @@ pub fn set_report(report: Report) {
 /// How lockdep reports now: what [`set_report`] set last, else what the environment
 /// variable `ASYNC_RWSEM_LOCKDEP` says (`panic`, `stderr`, `tracing` or `off`), else
 /// [`Report::Panic`].
+#[inline]
 pub fn report() -> Report {
     let value = REPORT.load(Relaxed);
     if value != REPORT_UNSET {
         return Report::from_u8(value);
     }
+    report_from_env()
+}
+
+/// [`report`] before it was read from the environment.
+#[cold]
+#[inline(never)]
+fn report_from_env() -> Report {
     let report = Report::from_env();
     // A `set_report` meanwhile wins.
     match REPORT.compare_exchange(REPORT_UNSET, report.to_u8(), Relaxed, Relaxed) {
@@ -403,6 +414,15 @@ impl Mode {
             Mode::Read => 1,
             Mode::UpgradableRead => 2,
             Mode::Write => 4,
+        }
+    }
+
+    /// The mode of a bit of [`Mode::bit`].
+    fn from_bit(bit: u8) -> Self {
+        match bit {
+            1 => Mode::Read,
+            2 => Mode::UpgradableRead,
+            _ => Mode::Write,
         }
     }
 
@@ -456,15 +476,12 @@ pub struct HeldLock {
 pub fn held() -> Vec<HeldLock> {
     let caller = Caller::current();
     let key = caller.flow_key();
-    let held: Vec<(u32, Mode, &'static Location<'static>)> = {
-        let shard = holders::shard(caller.owner);
-        shard
-            .entries
-            .iter()
-            .filter(|entry| caller.sees(entry, key))
-            .map(|entry| (entry.class, entry.mode, entry.site))
-            .collect()
-    };
+    let mut held: Vec<(u32, Mode, &'static Location<'static>)> = Vec::new();
+    holders::for_each_held(caller.owner, |entry| {
+        if caller.sees(entry, key) {
+            held.push((entry.class, entry.mode, entry.site));
+        }
+    });
     held.into_iter()
         .map(|(class, mode, location)| HeldLock {
             class: graph::class_name(class),
@@ -543,11 +560,19 @@ impl LockClass {
     }
 
     /// The lock's number, given now if it has none.
+    #[inline]
     fn number(&self) -> u64 {
         let lock = self.lock.load(Relaxed);
         if lock != 0 {
             return lock;
         }
+        self.first_number()
+    }
+
+    /// [`LockClass::number`] at the lock's first acquire.
+    #[cold]
+    #[inline(never)]
+    fn first_number(&self) -> u64 {
         let new = NEXT_LOCK.fetch_add(1, Relaxed) + 1;
         match self.lock.compare_exchange(0, new, Relaxed, Relaxed) {
             Ok(_) => new,
@@ -589,12 +614,9 @@ enum KeyBase {
     Name(&'static str),
 }
 
-/// Which holder a held lock was charged to, and its entry there.
+/// Which holder a held lock was charged to, its entry there, and where it was kept.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct HeldState {
-    owner: Owner,
-    entry: u64,
-}
+pub(crate) struct HeldState(holders::Charge);
 
 // ---------------------------------------------------------------------------------------
 // The calls of the hook layer.
@@ -604,6 +626,7 @@ pub(crate) struct HeldState {
 /// orders, and reports, with lockdep's locks released and before the lock is touched. An
 /// async acquire's wait for a lock its own flow may hold is handed to the poll in
 /// progress ([`Watch::poll`]), which watches it.
+#[inline(always)]
 pub(crate) fn acquiring(
     class: &LockClass,
     kind: WaiterKind,
@@ -622,39 +645,48 @@ pub(crate) fn acquiring(
         return;
     }
     let caller = Caller::current();
-    if !holders::may_hold(caller.owner) {
+    if holders::holds_nothing(caller.owner) {
         return; // nothing held: nothing to check
     }
+    check(class, kind, site, attempt, report, caller);
+}
+
+/// [`acquiring`]'s checks, for a holder that holds something.
+#[cold]
+#[inline(never)]
+fn check(
+    class: &LockClass,
+    kind: WaiterKind,
+    site: &'static Location<'static>,
+    attempt: Attempt,
+    report: Report,
+    caller: Caller,
+) {
     let (class_id, lock) = (graph::class_id(class), class.number());
     let upgrade = attempt == Attempt::Upgrade;
     let mode = Mode::of(kind);
 
-    // Under the owner's shard: the holds of the same lock it conflicts with (every one,
-    // for the watch), and the chain of the others.
+    // The holds of the same lock it conflicts with (every one, for the watch), and the
+    // chain of the others.
     let mut chain = ChainKey::default();
     let mut conflicts = Vec::new();
     let mut first_conflict = None;
     let key = caller.flow_key();
-    let flow = {
-        let shard = holders::shard(caller.owner);
-        for entry in shard.entries.iter() {
-            if !caller.sees(entry, key) {
-                continue;
-            }
-            if entry.lock == lock {
-                if let Some(why) = recursion(upgrade, kind, entry.mode) {
-                    first_conflict.get_or_insert((entry.mode, entry.site, why));
-                    conflicts.push(entry.id);
-                }
-                continue;
-            }
-            if entry.settled {
-                chain.push(entry.class, entry.mode);
-            }
+    holders::for_each_held(caller.owner, |entry| {
+        if !caller.sees(entry, key) {
+            return;
         }
-        // The flow's number, for the graph: needed only when it holds something.
-        (!chain.is_empty()).then(|| caller.flow(&shard)).flatten()
-    };
+        if entry.lock == lock {
+            if let Some(why) = recursion(upgrade, kind, entry.mode) {
+                first_conflict.get_or_insert((entry.mode, entry.site, why));
+                conflicts.push(entry.id);
+            }
+            return;
+        }
+        if entry.settled {
+            chain.push(entry.class, entry.mode);
+        }
+    });
 
     if let Some((held_mode, held_site, why)) = first_conflict {
         let name = graph::class_name(class_id);
@@ -685,22 +717,23 @@ pub(crate) fn acquiring(
     if chain.is_empty() {
         return;
     }
-    // A future not bound to a number yet (it holds nothing of its own): a new one.
+    // The flow's number, for the graph; a future not bound to a number yet (it holds
+    // nothing of its own): a new one.
     let holder = Holder {
         owner: caller.owner,
-        flow: flow.unwrap_or_else(holders::next_entry),
+        flow: caller.flow().unwrap_or_else(holders::next_entry),
     };
     let chain_key = chain.finish(class_id, mode, upgrade);
     if graph::validated(chain_key, holder) {
         return;
     }
     // A chain not yet checked for this holder: the orders, under the graph's mutex.
-    let held: Vec<graph::Held> = holders::shard(caller.owner)
-        .entries
-        .iter()
-        .filter(|entry| caller.sees(entry, key) && entry.lock != lock && entry.settled)
-        .map(|entry| (entry.class, entry.mode, entry.site))
-        .collect();
+    let mut held: Vec<graph::Held> = Vec::new();
+    holders::for_each_held(caller.owner, |entry| {
+        if caller.sees(entry, key) && entry.lock != lock && entry.settled {
+            held.push((entry.class, entry.mode, entry.site));
+        }
+    });
     let acquire = graph::Acquire {
         holder,
         class: class_id,
@@ -735,6 +768,7 @@ fn recursion(upgrade: bool, kind: WaiterKind, held: Mode) -> Option<&'static str
 
 /// The lock of `class` is owned now, in the mode `kind` names, by an acquire called at
 /// `site`: charges it to the current holder. Never panics, and runs no foreign code.
+#[inline(always)]
 pub(crate) fn acquired(
     class: &LockClass,
     kind: WaiterKind,
@@ -742,45 +776,34 @@ pub(crate) fn acquired(
 ) -> HeldState {
     let caller = Caller::current();
     let (class_id, lock) = (graph::class_id(class), class.number());
-    let id = holders::next_entry();
-    let shard = 1 << holders::shard_of(caller.owner);
-    if class.shards.load(Relaxed) & shard == 0 {
-        class.shards.fetch_or(shard, Relaxed);
-    }
-    holders::shard(caller.owner).entries.push(Entry {
-        owner: caller.owner,
-        id,
-        lock,
-        class: class_id,
-        mode: Mode::of(kind),
-        site,
-        flow: caller.flow_key(),
-        settled: true,
-    });
-    if caller.is_async() {
-        holders::set_last_charged(caller.owner, id);
-    }
-    HeldState {
-        owner: caller.owner,
-        entry: id,
-    }
+    let charge = holders::charge(
+        Entry {
+            owner: caller.owner,
+            id: 0, // given by `charge`
+            lock,
+            class: class_id,
+            mode: Mode::of(kind),
+            site,
+            flow: caller.flow_key(),
+            settled: true,
+        },
+        &class.shards,
+        caller.is_async(),
+    );
+    HeldState(charge)
 }
 
 /// The held lock changed its mode to the one `to` names (a downgrade or an upgrade).
+#[inline]
 pub(crate) fn changed(held: &mut HeldState, to: WaiterKind) {
-    if let Some(entry) = holders::shard(held.owner)
-        .entries
-        .iter_mut()
-        .find(|entry| entry.id == held.entry)
-    {
-        entry.mode = Mode::of(to);
-    }
+    holders::set_mode(held.0, Mode::of(to));
 }
 
 /// The held lock was released: takes it off the set of the holder it was charged to,
 /// whoever releases it.
+#[inline(always)]
 pub(crate) fn released(held: &HeldState) {
-    holders::shard(held.owner).release(held.owner, held.entry);
+    holders::release(held.0);
 }
 
 /// Panics with `message` as the payload (a `String`), as `panic!` would, but prints it

@@ -104,6 +104,7 @@ pub(super) fn set_pending(suspect: Suspect) {
     let _ = HAS_PENDING.try_with(|has| has.set(true));
 }
 
+#[inline]
 fn take_pending() -> Option<Box<Suspect>> {
     if !HAS_PENDING
         .try_with(|has| has.replace(false))
@@ -111,6 +112,12 @@ fn take_pending() -> Option<Box<Suspect>> {
     {
         return None;
     }
+    take_pending_slow()
+}
+
+#[cold]
+#[inline(never)]
+fn take_pending_slow() -> Option<Box<Suspect>> {
     PENDING.try_with(Cell::take).ok().flatten()
 }
 
@@ -121,7 +128,7 @@ fn take_pending() -> Option<Box<Suspect>> {
 pub(crate) struct Watch {
     suspect: Option<Arc<Suspect>>,
     watched: bool,
-    unsettled: Option<(Owner, u64)>,
+    unsettled: Option<holders::Charge>,
 }
 
 impl Watch {
@@ -129,27 +136,21 @@ impl Watch {
     /// confirmed deadlock (panics), and watches a suspect acquire that waits. A lock
     /// taken by a poll that returns `Pending` orders nothing until the acquire completes
     /// ([`holders::Entry::settled`]).
+    #[inline]
     pub(crate) fn poll<T>(
         &mut self,
         cx: &mut Context<'_>,
         poll: impl FnOnce(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        if let Some(suspect) = &self.suspect {
-            if suspect.state.load(Relaxed) == CONFIRMED {
-                let message = suspect.message(deadlock_timeout());
-                suspect.state.store(DONE, Relaxed);
-                self.suspect = None;
-                deliver(Report::Panic, &message);
-            }
+        if self.suspect.is_some() {
+            self.report_confirmed();
         }
         drop(take_pending());
-        let _ = holders::take_last_charged();
         let waker = cx.waker();
-        let result = holders::polling(waker, || poll(cx));
+        let (result, charged) = holders::polling(waker, || poll(cx));
         if let Some(suspect) = take_pending() {
             self.suspect = Some(Arc::new(*suspect));
         }
-        let charged = holders::take_last_charged();
         if result.is_pending() {
             if let Some(entry) = charged {
                 holders::set_settled(entry, false);
@@ -158,8 +159,33 @@ impl Watch {
         } else if let Some(entry) = self.unsettled.take() {
             holders::set_settled(entry, true);
         }
+        if self.suspect.is_some() {
+            self.watch_suspect(cx, result.is_pending());
+        }
+        result
+    }
+
+    /// Reports the suspect if the watchdog confirmed it (panics).
+    #[cold]
+    #[inline(never)]
+    fn report_confirmed(&mut self) {
         if let Some(suspect) = &self.suspect {
-            if result.is_pending() {
+            if suspect.state.load(Relaxed) == CONFIRMED {
+                let message = suspect.message(deadlock_timeout());
+                suspect.state.store(DONE, Relaxed);
+                self.suspect = None;
+                deliver(Report::Panic, &message);
+            }
+        }
+    }
+
+    /// After a poll of a suspect acquire: watches it while it waits (`pending`), else
+    /// lets it go.
+    #[cold]
+    #[inline(never)]
+    fn watch_suspect(&mut self, cx: &Context<'_>, pending: bool) {
+        if let Some(suspect) = &self.suspect {
+            if pending {
                 let mut slot = suspect.waker.lock().unwrap_or_else(PoisonError::into_inner);
                 match &mut *slot {
                     Some(old) if old.will_wake(cx.waker()) => {}
@@ -175,11 +201,11 @@ impl Watch {
                 self.suspect = None;
             }
         }
-        result
     }
 }
 
 impl Drop for Watch {
+    #[inline]
     fn drop(&mut self) {
         if let Some(suspect) = self.suspect.take() {
             suspect.state.store(DONE, Relaxed);
