@@ -31,10 +31,18 @@
 //! there: the cache's entries move to its owner's shard; the task moved: the cache it
 //! left, on the other thread, is frozen, its entries found through the shard until they
 //! are released or that thread moves them), when a cache is full, and by other threads
-//! (a guard released away from its thread, the watchdog, a dropped lock). The table is a set of shards, mutexes picked by owner: two owners
-//! rarely share one, never a process-wide one. A shard holds the entries of its owners
-//! that left their caches, oldest first, the caches bound to its owners, and their flows
-//! bound to a number: once it has grown, nothing allocates.
+//! (a guard released away from its thread, the watchdog, a dropped lock). The table is a
+//! set of shards, mutexes picked by owner: two owners rarely share one, never a
+//! process-wide one. A shard holds the entries of its owners that left their caches,
+//! oldest first, the caches bound to its owners, and their flows bound to a number: once
+//! it has grown, nothing allocates.
+//!
+//! Another thread that reads a live cache (under its owner's shard mutex: the watchdog, a
+//! report) may meet a slot that the cache's own thread is rewriting at that moment, as
+//! the owner writes without the mutex: every field is an atomic and every stored site a
+//! `&'static Location`, so such a read is sound, but its entry may mix two holds (a
+//! hold's identity, its entry number, is checked against the guard's charge before a
+//! slot is freed, so a free never takes another hold's slot).
 
 use std::cell::Cell;
 use std::collections::HashMap;
