@@ -118,6 +118,12 @@ pub(crate) struct WaiterInner {
     rnext: Option<NonNull<Waiter>>,
     /// The task to wake; taken out by a waker.
     pub(crate) waker: Option<Waker>,
+    /// The waker of the reader granted in the same batch as this one, whose wake-up this
+    /// node's owner makes when it sees its own grant (or releases the lock it was granted)
+    /// rather than the releasing task (`RawRwLock::mark_wake`, *relay*). Written by the
+    /// grant under the wait lock before its store of `Granted`; taken by the owner once it
+    /// has loaded `Granted`, when the node is its own again. `None` otherwise.
+    pub(crate) relay: Option<Waker>,
     /// When a writer node is due the handoff: its queue time plus the policy's handoff
     /// timeout, recorded by its owner before it takes the wait lock, so that no clock is
     /// read under it, and so that "is the head due?" is one reading of the clock and a
@@ -178,6 +184,7 @@ impl Waiter {
                 rprev: None,
                 rnext: None,
                 waker: None,
+                relay: None,
                 due: None,
                 woken: false,
                 handoff_of_next: false,
@@ -642,6 +649,17 @@ impl WakeList {
                 panic::resume_unwind(payload);
             }
         }
+    }
+}
+
+/// Wakes one task outside a [`WakeList`] (a wake-up relayed to a granted reader's owner:
+/// `RawRwLock::mark_wake`). During an unwind a panic of the waker is caught and dropped,
+/// as in [`WakeList::wake_all`]: a second panic would abort.
+pub(crate) fn wake_one(waker: Waker) {
+    if std::thread::panicking() {
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| waker.wake()));
+    } else {
+        waker.wake();
     }
 }
 

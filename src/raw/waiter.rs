@@ -167,6 +167,8 @@ impl Future for LockFuture<'_> {
             Phase::Queued if this.node.state(Acquire) == NodeState::Granted => {
                 if this.node.kind == WaiterKind::Write {
                     this.lock.owner_runs();
+                } else {
+                    this.wake_relay();
                 }
                 return done(&mut this.phase);
             }
@@ -189,6 +191,19 @@ impl Future for LockFuture<'_> {
 }
 
 impl LockFuture<'_> {
+    /// Our node is `Granted`: wakes the reader granted in the same batch, if its wake-up
+    /// was relayed to us (`wake::relay`). Before the phase moves on: if the waker panics,
+    /// the future, still `Queued` with its node `Granted`, releases the lock when dropped
+    /// (the waker is taken out first, so it is never woken twice).
+    #[inline]
+    fn wake_relay(&self) {
+        // SAFETY: the node is `Granted` and ours: the grant's store of `Granted` (loaded
+        // by us with `Acquire`) was the last touch of anyone else.
+        if let Some(waker) = unsafe { self.node.with_inner(|inner| inner.relay.take()) } {
+            super::list::wake_one(waker);
+        }
+    }
+
     /// An upgrade's own fast path, before its first poll: takes the write lock if no other
     /// reader holds the lock, and then the future is done (`true`). `false` for every
     /// other future and state: poll it. Lets a caller tell an upgrade that never waited
@@ -230,6 +245,7 @@ impl LockFuture<'_> {
                     // SAFETY: as for the reader below.
                     unsafe { lock.upgradable_queue(node, waker) };
                     if this.node.state(Acquire) == NodeState::Granted {
+                        this.wake_relay();
                         return done(&mut this.phase);
                     }
                     return Poll::Pending;
@@ -268,6 +284,7 @@ impl LockFuture<'_> {
                     // Queued with our waker registered, or never queued; either way our
                     // own queueing may have granted us the lock.
                     if this.node.state(Acquire) == NodeState::Granted {
+                        this.wake_relay();
                         return done(&mut this.phase);
                     }
                     return Poll::Pending;
@@ -304,6 +321,8 @@ impl LockFuture<'_> {
         if unsafe { lock.poll_queued(node, cx.waker()) } {
             if kind == WaiterKind::Write {
                 lock.owner_runs();
+            } else {
+                this.wake_relay();
             }
             done(&mut this.phase)
         } else {
@@ -512,12 +531,21 @@ impl RawRwLock {
             }
         };
         if granted {
+            // A wake-up relayed to us (`wake::relay`) is passed on after the unlock, so
+            // that a panicking waker leaves no lock held.
+            // SAFETY: the node is `Granted` (loaded with `Acquire`, or under the wait
+            // lock) and ours again.
+            let relay = unsafe { waiter.with_inner(|inner| inner.relay.take()) };
             if kind == WaiterKind::Write {
                 self.owner_runs();
             }
             // SAFETY: a granted node's owner holds the lock; it gives it up.
             unsafe { self.unlock(kind) };
             self.count_cancel(kind);
+            if let Some(relay) = relay {
+                // A drop may run during an unwind: no second panic there.
+                super::list::wake_one(relay);
+            }
         }
     }
 

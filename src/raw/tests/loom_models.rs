@@ -267,6 +267,38 @@ fn batch_grant_two_readers_behind_writer() {
 }
 
 #[test]
+fn relayed_wake_up_made_by_a_cancel() {
+    loom::model(|| {
+        // Two readers queued behind a write lock: the release grants both in one batch and
+        // wakes the first, whose future holds the second's wake-up (the relay). The first
+        // is dropped on a thread of its own, before the release (a plain unlink: the
+        // second is then granted alone, and woken by the release) or after it (its drop
+        // releases the lock it was granted and makes the relayed wake-up). Either way the
+        // second reader, blocked on its own thread, is woken and served, and the lock
+        // ends idle.
+        let l = lock(queue_at_once());
+        let g = l.try_write().unwrap();
+        g.bump();
+        let mut first = Box::pin(Arc::clone(&l).read_owned());
+        assert!(
+            poll_once(first.as_mut()).is_pending(),
+            "read beside a writer"
+        );
+        let mut second = Box::pin(Arc::clone(&l).read_owned());
+        assert!(
+            poll_once(second.as_mut()).is_pending(),
+            "read beside a writer"
+        );
+        let canceller = thread::spawn(move || drop(first));
+        let r = thread::spawn(move || block_on(second).get());
+        drop(g);
+        canceller.join().unwrap();
+        assert_eq!(r.join().unwrap(), 1);
+        assert_idle(&l);
+    });
+}
+
+#[test]
 fn reader_steals_from_woken_writer() {
     loom::model(|| {
         // No handoff: a reader arriving while the woken writer is not yet running may

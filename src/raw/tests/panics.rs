@@ -304,13 +304,17 @@ fn an_upgradable_reader_repolled_after_a_panicking_clone_starts_over() {
 fn a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future() {
     let _lockdep = lockdep_off();
     // Strict order: a reader that arrives in the window of a release queues (it may not
-    // pass the queue), and its queueing grants the head reader and itself; its own wake
+    // pass the queue), and its queueing grants the head readers and itself; its own wake
     // panics. Its node is `Granted`: the unwind drops its future, which releases the lock.
+    // (Three readers: a batch of two would relay the second's wake-up to the first.)
     let l = lock(queue_at_once().strict_order(true));
     let first = Probe::new(false);
+    let second = Probe::new(false);
     let w = l.try_write().unwrap();
     let mut r1 = pin!(l.read());
     assert!(poll_with(r1.as_mut(), &first.waker()).is_pending());
+    let mut r1b = pin!(l.read());
+    assert!(poll_with(r1b.as_mut(), &second.waker()).is_pending());
     write_release_first_half(&l, w);
     let own = Probe::new(true);
     {
@@ -318,12 +322,118 @@ fn a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future() 
         poll_panics(r2, &own.waker());
     }
     assert_eq!(first.wakes(), 1, "the head reader was granted and woken");
+    assert_eq!(second.wakes(), 1, "the second reader was granted and woken");
     assert_eq!(own.wakes(), 1, "the queueing reader granted itself");
-    assert_eq!(l.raw.count_word(), R, "only the head reader holds the lock");
+    assert_eq!(
+        l.raw.count_word(),
+        2 * R,
+        "only the head readers hold the lock"
+    );
     l.raw.wake();
-    let Poll::Ready(g) = poll_with(r1, &first.waker()) else {
-        panic!("the granted reader is not ready");
+    for (r, probe) in [(r1, &first), (r1b, &second)] {
+        let Poll::Ready(g) = poll_with(r, &probe.waker()) else {
+            panic!("a granted reader is not ready");
+        };
+        drop(g);
+    }
+    assert_idle(&l);
+}
+
+/// Two readers queued behind a write lock, granted together at its release under the
+/// default policy's rule (they pass the head writer queued after them): the first reader's
+/// future holds the second's wake-up (a relay). Returns the lock's write-lock-free state
+/// with both granted; the first reader was woken, the second not yet.
+fn two_readers_granted_with_a_relay<'l, F: Future>(
+    l: &'l RwLock<u32>,
+    r1: Pin<&mut F>,
+    first: &Arc<Probe>,
+    r2: Pin<&mut F>,
+    second: &Arc<Probe>,
+) -> Pin<Box<impl Future + 'l>> {
+    let w = l.try_write().unwrap();
+    let mut writer = Box::pin(l.write());
+    assert!(poll_with(writer.as_mut(), &Probe::new(false).waker()).is_pending());
+    assert!(poll_with(r1, &first.waker()).is_pending());
+    assert!(poll_with(r2, &second.waker()).is_pending());
+    drop(w);
+    assert_eq!(l.raw.count_word(), (2 * R) | WAITERS | HANDOFF);
+    assert_eq!(first.wakes(), 1, "the first reader was woken");
+    assert_eq!(second.wakes(), 0, "the second one's wake-up is relayed");
+    writer
+}
+
+fn relay_policy() -> Policy {
+    queue_at_once().handoff_timeout(Duration::from_secs(3600))
+}
+
+#[test]
+fn a_panicking_relayed_wake_leaves_the_first_readers_lock_to_its_future() {
+    let _lockdep = lockdep_off();
+    // The first reader's poll sees its grant and wakes the second, whose waker panics: the
+    // poll unwinds with the first reader's lock still owned by its lock future, which the
+    // unwind drops (the `async fn`'s state), releasing it; the second reader holds its own.
+    let l = lock(relay_policy());
+    let (first, second) = (Probe::new(false), Probe::new(true));
+    let mut r1 = pin!(l.read());
+    let mut r2 = pin!(l.read());
+    let writer = two_readers_granted_with_a_relay(&l, r1.as_mut(), &first, r2.as_mut(), &second);
+    poll_panics(r1.as_mut(), &first.waker());
+    assert_eq!(second.wakes(), 1, "the relayed wake-up was made");
+    assert_eq!(
+        l.raw.count_word(),
+        R | WAITERS | HANDOFF,
+        "the first lock leaked"
+    );
+    second.panic_wake.store(false, SeqCst);
+    let Poll::Ready(g) = poll_with(r2, &second.waker()) else {
+        panic!("the second granted reader is not ready");
     };
     drop(g);
+    let mut writer = writer;
+    let Poll::Ready(g) = poll_with(writer.as_mut(), &Probe::new(false).waker()) else {
+        panic!("the head writer is not ready after the readers left");
+    };
+    drop(g);
+    drop(writer);
+    assert_idle(&l);
+}
+
+#[test]
+fn a_granted_reader_dropped_in_an_unwind_relays_a_panicking_wake_without_aborting() {
+    let _lockdep = lockdep_off();
+    // The first reader's future is dropped by an unwind before it is polled: its drop
+    // releases its lock and makes the relayed wake-up, whose panic (a second one, during
+    // the unwind) is caught rather than aborting the process.
+    let l = lock(relay_policy());
+    let (first, second) = (Probe::new(false), Probe::new(true));
+    let mut r2 = pin!(l.read());
+    let writer = {
+        let mut r1 = Box::pin(l.read());
+        let writer =
+            two_readers_granted_with_a_relay(&l, r1.as_mut(), &first, r2.as_mut(), &second);
+        let result = catch_unwind(AssertUnwindSafe(move || {
+            let _r1 = r1;
+            panic!("the first reader's task panics");
+        }));
+        assert!(result.is_err());
+        writer
+    };
+    assert_eq!(second.wakes(), 1, "the relayed wake-up was made");
+    assert_eq!(
+        l.raw.count_word(),
+        R | WAITERS | HANDOFF,
+        "the first lock leaked"
+    );
+    second.panic_wake.store(false, SeqCst);
+    let Poll::Ready(g) = poll_with(r2, &second.waker()) else {
+        panic!("the second granted reader is not ready");
+    };
+    drop(g);
+    let mut writer = writer;
+    let Poll::Ready(g) = poll_with(writer.as_mut(), &Probe::new(false).waker()) else {
+        panic!("the head writer is not ready after the readers left");
+    };
+    drop(g);
+    drop(writer);
     assert_idle(&l);
 }
