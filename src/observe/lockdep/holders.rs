@@ -738,15 +738,20 @@ impl Local {
             .is_some_and(|slot| slot.is(charge))
     }
 
-    /// Frees the slot of `charge` if it holds its entry (on its thread, bound to the
-    /// entry's owner, which runs there), and the free slots at the end.
+    /// Frees the slot of `charge` if it holds its entry (on its thread, live or frozen:
+    /// only this thread moves its entries), and the free slots at the end.
     #[inline(always)]
     fn free(&self, charge: Charge) -> bool {
-        match self.slots.get(charge.slot() as usize) {
+        let at = charge.slot() as usize;
+        match self.slots.get(at) {
             Some(slot) if slot.is(charge) => slot.state.store(FREE, Release),
             _ => return false,
         }
         let mut len = self.len.load(Relaxed);
+        if at + 1 == len {
+            // The last one (the common case: released in the order taken), just freed.
+            len = at;
+        }
         while len > 0 && self.slots[len - 1].state.load(Relaxed) == FREE {
             len -= 1;
         }
@@ -1055,7 +1060,7 @@ pub(super) fn release(charge: Charge) {
     // The common case: released by its owner, on the thread whose cache has it.
     let fast = charge.slot() != NO_SLOT
         && THREAD
-            .try_with(|state| own_slot(state, charge).is_some_and(|local| local.free(charge)))
+            .try_with(|state| state.local.get().is_some_and(|local| local.free(charge)))
             .unwrap_or(false);
     if !fast {
         release_slow(charge);

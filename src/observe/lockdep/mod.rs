@@ -323,6 +323,9 @@ pub enum Report {
 /// The report not yet read from the environment.
 const REPORT_UNSET: u8 = u8::MAX;
 
+/// [`Report::Off`], as [`Report::to_u8`] encodes it.
+const REPORT_OFF: u8 = 3;
+
 /// The report of the process, as [`Report::to_u8`] encodes it.
 static REPORT: AtomicU8 = AtomicU8::new(REPORT_UNSET);
 
@@ -333,7 +336,7 @@ impl Report {
             Report::Stderr => 1,
             #[cfg(feature = "tracing")]
             Report::Tracing => 2,
-            Report::Off => 3,
+            Report::Off => REPORT_OFF,
         }
     }
 
@@ -342,7 +345,7 @@ impl Report {
             1 => Report::Stderr,
             #[cfg(feature = "tracing")]
             2 => Report::Tracing,
-            3 => Report::Off,
+            REPORT_OFF => Report::Off,
             _ => Report::Panic,
         }
     }
@@ -640,15 +643,16 @@ pub(crate) fn acquiring(
     if CHECKS_OFF.try_with(Cell::get).unwrap_or(false) {
         return;
     }
-    let report = report();
-    if report == Report::Off {
+    // `Report::Off` set: nothing to check. (Not read from the environment yet: `check`
+    // reads it, if there is anything to check.)
+    if REPORT.load(Relaxed) == REPORT_OFF {
         return;
     }
     let caller = Caller::current();
     if holders::holds_nothing(caller.owner) {
         return; // nothing held: nothing to check
     }
-    check(class, kind, site, attempt, report, caller);
+    check(class, kind, site, attempt, caller);
 }
 
 /// [`acquiring`]'s checks, for a holder that holds something.
@@ -659,9 +663,12 @@ fn check(
     kind: WaiterKind,
     site: &'static Location<'static>,
     attempt: Attempt,
-    report: Report,
     caller: Caller,
 ) {
+    let report = report();
+    if report == Report::Off {
+        return;
+    }
     let (class_id, lock) = (graph::class_id(class), class.number());
     let upgrade = attempt == Attempt::Upgrade;
     let mode = Mode::of(kind);
