@@ -152,6 +152,11 @@ struct ThreadState {
     /// The entry the async acquire being polled on this thread was charged (see
     /// [`polling`]).
     last_charged: Cell<Option<Charge>>,
+    /// This thread's cache, bound to the owner of the async acquire being polled on this
+    /// thread, when that acquire's announcement found it holding nothing (in this poll):
+    /// its charge goes there with no more checks ([`charge_ready`]). Cleared when the
+    /// poll ends, and by that charge.
+    ready: Cell<Option<&'static Local>>,
     /// This thread's cache of held entries, once it has one.
     local: Cell<Option<&'static Local>>,
     /// The owner this thread's cache is bound to (see [`Local`]).
@@ -169,6 +174,7 @@ thread_local! {
             blocking: Cell::new(false),
             next_entry: Cell::new(0),
             last_charged: Cell::new(None),
+            ready: Cell::new(None),
             local: Cell::new(None),
             bound: Cell::new(None),
             bound_shard: Cell::new(0),
@@ -354,6 +360,7 @@ impl Drop for RestoreContext {
         let _ = THREAD.try_with(|state| {
             state.context.set(self.0);
             state.owner.set(self.1);
+            state.ready.set(None);
         });
     }
 }
@@ -932,6 +939,54 @@ pub(super) fn charge(mut entry: Entry, shards: &AtomicU64, in_poll: bool) -> Cha
     charge
 }
 
+/// [`charge`] for an async acquire whose announcement, in the poll in progress on this
+/// thread, found its owner holding nothing, with this thread's cache bound to it
+/// ([`announced_holding_nothing`]): the entry of lock `lock` (of class `class`, in
+/// `mode`, acquired at `site`) goes to the first slot of that cache, with no more checks
+/// (nothing ran in between but the lock's own code: the owner, its binding and its empty
+/// cache are as they were). `None` otherwise: call [`charge`].
+#[inline(always)]
+pub(super) fn charge_ready(
+    lock: u64,
+    class: u32,
+    mode: Mode,
+    site: &'static Location<'static>,
+    shards: &AtomicU64,
+) -> Option<Charge> {
+    let (charge, index) = THREAD
+        .try_with(|state| {
+            let local = state.ready.take()?;
+            // Set in this poll by its announcement (`Caller::current`): the same owner.
+            let owner = state.owner.get()?;
+            let caller = Caller {
+                owner,
+                waker: state.context.get(),
+            };
+            let entry = Entry {
+                owner,
+                id: state.next_entry(),
+                lock,
+                class,
+                mode,
+                site,
+                flow: caller.flow_key(),
+                settled: true,
+            };
+            let slot = local.push(&entry)?;
+            let index = state.bound_shard.get();
+            let charge = Charge::new(entry.id, slot, index);
+            state.last_charged.set(Some(charge));
+            Some((charge, index))
+        })
+        .ok()
+        .flatten()?;
+    let bit = 1 << index;
+    if shards.load(Relaxed) & bit == 0 {
+        shards.fetch_or(bit, Relaxed);
+    }
+    Some(charge)
+}
+
 /// [`charge`], binding this thread's cache, or with a full cache, or none.
 #[cold]
 #[inline(never)]
@@ -965,14 +1020,29 @@ fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
 /// against.
 #[inline(always)]
 pub(super) fn holds_nothing(owner: Owner) -> bool {
+    holds_nothing_for(owner, false)
+}
+
+/// [`holds_nothing`], for the announcement of an acquire by `caller`: an async one
+/// whose owner holds nothing, with this thread's cache bound to it, is *ready* (see
+/// [`charge_ready`]).
+#[inline(always)]
+pub(super) fn announced_holding_nothing(caller: &Caller) -> bool {
+    holds_nothing_for(caller.owner, caller.is_async())
+}
+
+#[inline(always)]
+fn holds_nothing_for(owner: Owner, in_poll: bool) -> bool {
     let fast = THREAD.try_with(|state| {
         let local = state.bound_to(owner)?;
         let shard = &HELD[state.bound_shard.get()];
-        Some(
-            local.len.load(Relaxed) == 0
-                && shard.entries.load(Relaxed) == 0
-                && shard.frozen.load(Relaxed) == 0,
-        )
+        let nothing = local.len.load(Relaxed) == 0
+            && shard.entries.load(Relaxed) == 0
+            && shard.frozen.load(Relaxed) == 0;
+        if nothing && in_poll {
+            state.ready.set(Some(local));
+        }
+        Some(nothing)
     });
     if let Ok(Some(nothing)) = fast {
         return nothing;

@@ -649,7 +649,7 @@ pub(crate) fn acquiring(
         return;
     }
     let caller = Caller::current();
-    if holders::holds_nothing(caller.owner) {
+    if holders::announced_holding_nothing(&caller) {
         return; // nothing held: nothing to check
     }
     check(class, kind, site, attempt, caller);
@@ -781,15 +781,21 @@ pub(crate) fn acquired(
     kind: WaiterKind,
     site: &'static Location<'static>,
 ) -> HeldState {
-    let caller = Caller::current();
     let (class_id, lock) = (graph::class_id(class), class.number());
+    let mode = Mode::of(kind);
+    // The common case: an async acquire whose announcement, in this poll, found its
+    // holder holding nothing.
+    if let Some(charge) = holders::charge_ready(lock, class_id, mode, site, &class.shards) {
+        return HeldState(charge);
+    }
+    let caller = Caller::current();
     let charge = holders::charge(
         Entry {
             owner: caller.owner,
             id: 0, // given by `charge`
             lock,
             class: class_id,
-            mode: Mode::of(kind),
+            mode,
             site,
             flow: caller.flow_key(),
             settled: true,
