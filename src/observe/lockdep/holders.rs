@@ -1035,7 +1035,7 @@ pub(super) fn announced_holding_nothing(caller: &Caller) -> bool {
 fn holds_nothing_for(owner: Owner, in_poll: bool) -> bool {
     let fast = THREAD.try_with(|state| {
         let local = state.bound_to(owner)?;
-        let shard = &HELD[state.bound_shard.get()];
+        let shard = &HELD[state.bound_shard.get() % SHARDS];
         let nothing = local.len.load(Relaxed) == 0
             && shard.entries.load(Relaxed) == 0
             && shard.frozen.load(Relaxed) == 0;

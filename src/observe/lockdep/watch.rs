@@ -156,8 +156,10 @@ impl Watch {
                 holders::set_settled(entry, false);
                 self.unsettled = Some(entry);
             }
-        } else if let Some(entry) = self.unsettled.take() {
-            holders::set_settled(entry, true);
+        } else if self.unsettled.is_some() {
+            if let Some(entry) = self.unsettled.take() {
+                holders::set_settled(entry, true);
+            }
         }
         if self.suspect.is_some() {
             self.watch_suspect(cx, result.is_pending());
