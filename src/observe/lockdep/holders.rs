@@ -331,10 +331,11 @@ pub(super) fn polling<R>(waker: &Waker, poll: impl FnOnce() -> R) -> (R, Option<
                 waker
             };
             state.last_charged.set(None);
-            (state.context.replace(context), state.owner.replace(None))
+            state.owner.set(None);
+            state.context.replace(context)
         })
-        .unwrap_or((std::ptr::null(), None));
-    let restore = RestoreContext(outer.0, outer.1);
+        .unwrap_or(std::ptr::null());
+    let restore = RestoreContext(outer);
     let result = poll();
     drop(restore);
     (result, take_last_charged())
@@ -350,16 +351,17 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Puts the thread's poll context (and its owner) back as it was, on the way out (an
-/// unwind too).
-struct RestoreContext(*const Waker, Option<Owner>);
+/// Puts the thread's poll context back as it was, on the way out (an unwind too). The
+/// owner kept for the poll is dropped: an acquire polled inside another's (an upgrade
+/// polled by a future of ours) leaves the outer one to look its owner up again.
+struct RestoreContext(*const Waker);
 
 impl Drop for RestoreContext {
     #[inline]
     fn drop(&mut self) {
         let _ = THREAD.try_with(|state| {
             state.context.set(self.0);
-            state.owner.set(self.1);
+            state.owner.set(None);
             state.ready.set(None);
         });
     }
