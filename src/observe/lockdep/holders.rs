@@ -26,7 +26,11 @@
 //! Each thread keeps a cache of the held locks of one owner, the one that last charged a
 //! lock there ([`Local`]): in the common case (a task acquires and releases on the worker
 //! that polls it) an acquire and a release touch that cache alone, with plain loads and
-//! stores, no mutex and no read-modify-write. The shared table is used only when an
+//! stores, no mutex and no read-modify-write. An async acquire whose announcement finds
+//! its owner holding nothing, with the thread's cache bound to it, leaves that cache
+//! *ready* for the rest of its poll: if the lock is owned in that same poll (nothing ran
+//! in between but the lock's own code), its charge goes to the cache's first slot with
+//! no second lookup of the owner or of the binding ([`charge_ready`]). The shared table is used only when an
 //! owner charges a lock on a thread whose cache is bound to another (another task ran
 //! there: the cache's entries move to its owner's shard; the task moved: the cache it
 //! left, on the other thread, is frozen, its entries found through the shard until they
