@@ -283,7 +283,7 @@ impl Held {
 /// Lockdep checks it against what its holder holds: an async acquire's (one made inside
 /// the poll of its future, [`AsyncOp`]) as a flow of its task, any other as its thread's
 /// (or task's) own, a blocking one blocked with it.
-#[inline]
+#[inline(always)]
 pub(crate) fn acquiring(raw: &ObservedLock, kind: WaiterKind, site: Site, attempt: Attempt) {
     // Lockdep's report may panic: nothing is held for this acquire yet.
     #[cfg(feature = "lockdep")]

@@ -26,7 +26,11 @@
 //! Each thread keeps a cache of the held locks of one owner, the one that last charged a
 //! lock there ([`Local`]): in the common case (a task acquires and releases on the worker
 //! that polls it) an acquire and a release touch that cache alone, with plain loads and
-//! stores, no mutex and no read-modify-write. The shared table is used only when an
+//! stores, no mutex and no read-modify-write. An async acquire whose announcement finds
+//! its owner holding nothing, with the thread's cache bound to it, leaves that cache
+//! *ready* for the rest of its poll: if the lock is owned in that same poll (nothing ran
+//! in between but the lock's own code), its charge goes to the cache's first slot with
+//! no second lookup of the owner or of the binding ([`charge_ready`]). The shared table is used only when an
 //! owner charges a lock on a thread whose cache is bound to another (another task ran
 //! there: the cache's entries move to its owner's shard; the task moved: the cache it
 //! left, on the other thread, is frozen, its entries found through the shard until they
@@ -152,6 +156,11 @@ struct ThreadState {
     /// The entry the async acquire being polled on this thread was charged (see
     /// [`polling`]).
     last_charged: Cell<Option<Charge>>,
+    /// This thread's cache, bound to the owner of the async acquire being polled on this
+    /// thread, when that acquire's announcement found it holding nothing (in this poll):
+    /// its charge goes there with no more checks ([`charge_ready`]). Cleared when the
+    /// poll ends, and by that charge.
+    ready: Cell<Option<&'static Local>>,
     /// This thread's cache of held entries, once it has one.
     local: Cell<Option<&'static Local>>,
     /// The owner this thread's cache is bound to (see [`Local`]).
@@ -169,6 +178,7 @@ thread_local! {
             blocking: Cell::new(false),
             next_entry: Cell::new(0),
             last_charged: Cell::new(None),
+            ready: Cell::new(None),
             local: Cell::new(None),
             bound: Cell::new(None),
             bound_shard: Cell::new(0),
@@ -325,10 +335,11 @@ pub(super) fn polling<R>(waker: &Waker, poll: impl FnOnce() -> R) -> (R, Option<
                 waker
             };
             state.last_charged.set(None);
-            (state.context.replace(context), state.owner.replace(None))
+            state.owner.set(None);
+            state.context.replace(context)
         })
-        .unwrap_or((std::ptr::null(), None));
-    let restore = RestoreContext(outer.0, outer.1);
+        .unwrap_or(std::ptr::null());
+    let restore = RestoreContext(outer);
     let result = poll();
     drop(restore);
     (result, take_last_charged())
@@ -344,16 +355,18 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Puts the thread's poll context (and its owner) back as it was, on the way out (an
-/// unwind too).
-struct RestoreContext(*const Waker, Option<Owner>);
+/// Puts the thread's poll context back as it was, on the way out (an unwind too). The
+/// owner kept for the poll is dropped: an acquire polled inside another's (an upgrade
+/// polled by a future of ours) leaves the outer one to look its owner up again.
+struct RestoreContext(*const Waker);
 
 impl Drop for RestoreContext {
     #[inline]
     fn drop(&mut self) {
         let _ = THREAD.try_with(|state| {
             state.context.set(self.0);
-            state.owner.set(self.1);
+            state.owner.set(None);
+            state.ready.set(None);
         });
     }
 }
@@ -738,15 +751,20 @@ impl Local {
             .is_some_and(|slot| slot.is(charge))
     }
 
-    /// Frees the slot of `charge` if it holds its entry (on its thread, bound to the
-    /// entry's owner, which runs there), and the free slots at the end.
+    /// Frees the slot of `charge` if it holds its entry (on its thread, live or frozen:
+    /// only this thread moves its entries), and the free slots at the end.
     #[inline(always)]
     fn free(&self, charge: Charge) -> bool {
-        match self.slots.get(charge.slot() as usize) {
+        let at = charge.slot() as usize;
+        match self.slots.get(at) {
             Some(slot) if slot.is(charge) => slot.state.store(FREE, Release),
             _ => return false,
         }
         let mut len = self.len.load(Relaxed);
+        if at + 1 == len {
+            // The last one (the common case: released in the order taken), just freed.
+            len = at;
+        }
         while len > 0 && self.slots[len - 1].state.load(Relaxed) == FREE {
             len -= 1;
         }
@@ -927,6 +945,54 @@ pub(super) fn charge(mut entry: Entry, shards: &AtomicU64, in_poll: bool) -> Cha
     charge
 }
 
+/// [`charge`] for an async acquire whose announcement, in the poll in progress on this
+/// thread, found its owner holding nothing, with this thread's cache bound to it
+/// ([`announced_holding_nothing`]): the entry of lock `lock` (of class `class`, in
+/// `mode`, acquired at `site`) goes to the first slot of that cache, with no more checks
+/// (nothing ran in between but the lock's own code: the owner, its binding and its empty
+/// cache are as they were). `None` otherwise: call [`charge`].
+#[inline(always)]
+pub(super) fn charge_ready(
+    lock: u64,
+    class: u32,
+    mode: Mode,
+    site: &'static Location<'static>,
+    shards: &AtomicU64,
+) -> Option<Charge> {
+    let (charge, index) = THREAD
+        .try_with(|state| {
+            let local = state.ready.take()?;
+            // Set in this poll by its announcement (`Caller::current`): the same owner.
+            let owner = state.owner.get()?;
+            let caller = Caller {
+                owner,
+                waker: state.context.get(),
+            };
+            let entry = Entry {
+                owner,
+                id: state.next_entry(),
+                lock,
+                class,
+                mode,
+                site,
+                flow: caller.flow_key(),
+                settled: true,
+            };
+            let slot = local.push(&entry)?;
+            let index = state.bound_shard.get();
+            let charge = Charge::new(entry.id, slot, index);
+            state.last_charged.set(Some(charge));
+            Some((charge, index))
+        })
+        .ok()
+        .flatten()?;
+    let bit = 1 << index;
+    if shards.load(Relaxed) & bit == 0 {
+        shards.fetch_or(bit, Relaxed);
+    }
+    Some(charge)
+}
+
 /// [`charge`], binding this thread's cache, or with a full cache, or none.
 #[cold]
 #[inline(never)]
@@ -960,14 +1026,29 @@ fn charge_slow(mut entry: Entry, in_poll: bool) -> (Charge, usize) {
 /// against.
 #[inline(always)]
 pub(super) fn holds_nothing(owner: Owner) -> bool {
+    holds_nothing_for(owner, false)
+}
+
+/// [`holds_nothing`], for the announcement of an acquire by `caller`: an async one
+/// whose owner holds nothing, with this thread's cache bound to it, is *ready* (see
+/// [`charge_ready`]).
+#[inline(always)]
+pub(super) fn announced_holding_nothing(caller: &Caller) -> bool {
+    holds_nothing_for(caller.owner, caller.is_async())
+}
+
+#[inline(always)]
+fn holds_nothing_for(owner: Owner, in_poll: bool) -> bool {
     let fast = THREAD.try_with(|state| {
         let local = state.bound_to(owner)?;
-        let shard = &HELD[state.bound_shard.get()];
-        Some(
-            local.len.load(Relaxed) == 0
-                && shard.entries.load(Relaxed) == 0
-                && shard.frozen.load(Relaxed) == 0,
-        )
+        let shard = &HELD[state.bound_shard.get() % SHARDS];
+        let nothing = local.len.load(Relaxed) == 0
+            && shard.entries.load(Relaxed) == 0
+            && shard.frozen.load(Relaxed) == 0;
+        if nothing && in_poll {
+            state.ready.set(Some(local));
+        }
+        Some(nothing)
     });
     if let Ok(Some(nothing)) = fast {
         return nothing;
@@ -1055,7 +1136,7 @@ pub(super) fn release(charge: Charge) {
     // The common case: released by its owner, on the thread whose cache has it.
     let fast = charge.slot() != NO_SLOT
         && THREAD
-            .try_with(|state| own_slot(state, charge).is_some_and(|local| local.free(charge)))
+            .try_with(|state| state.local.get().is_some_and(|local| local.free(charge)))
             .unwrap_or(false);
     if !fast {
         release_slow(charge);

@@ -156,8 +156,10 @@ impl Watch {
                 holders::set_settled(entry, false);
                 self.unsettled = Some(entry);
             }
-        } else if let Some(entry) = self.unsettled.take() {
-            holders::set_settled(entry, true);
+        } else if self.unsettled.is_some() {
+            if let Some(entry) = self.unsettled.take() {
+                holders::set_settled(entry, true);
+            }
         }
         if self.suspect.is_some() {
             self.watch_suspect(cx, result.is_pending());
@@ -205,8 +207,20 @@ impl Watch {
 }
 
 impl Drop for Watch {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
+        if self.suspect.is_some() {
+            self.let_go();
+        }
+    }
+}
+
+impl Watch {
+    /// [`Watch`]'s drop with a suspect (out of line: the common drop, with none, is one
+    /// test, and leaves nothing for the field's own drop to do).
+    #[cold]
+    #[inline(never)]
+    fn let_go(&mut self) {
         if let Some(suspect) = self.suspect.take() {
             suspect.state.store(DONE, Relaxed);
         }
