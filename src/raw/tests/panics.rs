@@ -341,8 +341,8 @@ fn a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future() 
 
 /// Two readers queued behind a write lock, granted together at its release under the
 /// default policy's rule (they pass the head writer queued after them): the first reader's
-/// future holds the second's wake-up (a relay). Returns the lock's write-lock-free state
-/// with both granted; the first reader was woken, the second not yet.
+/// future holds the second's wake-up (a relay). Returns the head writer's future, queued
+/// behind them and due the handoff; the first reader was woken, the second not yet.
 fn two_readers_granted_with_a_relay<'l, F: Future>(
     l: &'l RwLock<u32>,
     r1: Pin<&mut F>,
@@ -362,6 +362,35 @@ fn two_readers_granted_with_a_relay<'l, F: Future>(
     writer
 }
 
+/// After the first reader of [`two_readers_granted_with_a_relay`] is gone (its lock
+/// released, the relayed wake-up made by a waker that panicked): the second reader holds
+/// its lock alone and completes, then the head writer, and the lock ends idle.
+#[track_caller]
+fn second_reader_then_writer_served<F: Future, W: Future>(
+    l: &RwLock<u32>,
+    r2: Pin<&mut F>,
+    second: &Arc<Probe>,
+    mut writer: Pin<Box<W>>,
+) {
+    assert_eq!(second.wakes(), 1, "the relayed wake-up was made");
+    assert_eq!(
+        l.raw.count_word(),
+        R | WAITERS | HANDOFF,
+        "the first lock leaked"
+    );
+    second.panic_wake.store(false, SeqCst);
+    let Poll::Ready(g) = poll_with(r2, &second.waker()) else {
+        panic!("the second granted reader is not ready");
+    };
+    drop(g);
+    let Poll::Ready(g) = poll_with(writer.as_mut(), &Probe::new(false).waker()) else {
+        panic!("the head writer is not ready after the readers left");
+    };
+    drop(g);
+    drop(writer);
+    assert_idle(l);
+}
+
 fn relay_policy() -> Policy {
     queue_at_once().handoff_timeout(Duration::from_secs(3600))
 }
@@ -378,24 +407,7 @@ fn a_panicking_relayed_wake_leaves_the_first_readers_lock_to_its_future() {
     let mut r2 = pin!(l.read());
     let writer = two_readers_granted_with_a_relay(&l, r1.as_mut(), &first, r2.as_mut(), &second);
     poll_panics(r1.as_mut(), &first.waker());
-    assert_eq!(second.wakes(), 1, "the relayed wake-up was made");
-    assert_eq!(
-        l.raw.count_word(),
-        R | WAITERS | HANDOFF,
-        "the first lock leaked"
-    );
-    second.panic_wake.store(false, SeqCst);
-    let Poll::Ready(g) = poll_with(r2, &second.waker()) else {
-        panic!("the second granted reader is not ready");
-    };
-    drop(g);
-    let mut writer = writer;
-    let Poll::Ready(g) = poll_with(writer.as_mut(), &Probe::new(false).waker()) else {
-        panic!("the head writer is not ready after the readers left");
-    };
-    drop(g);
-    drop(writer);
-    assert_idle(&l);
+    second_reader_then_writer_served(&l, r2, &second, writer);
 }
 
 #[test]
@@ -418,22 +430,5 @@ fn a_granted_reader_dropped_in_an_unwind_relays_a_panicking_wake_without_abortin
         assert!(result.is_err());
         writer
     };
-    assert_eq!(second.wakes(), 1, "the relayed wake-up was made");
-    assert_eq!(
-        l.raw.count_word(),
-        R | WAITERS | HANDOFF,
-        "the first lock leaked"
-    );
-    second.panic_wake.store(false, SeqCst);
-    let Poll::Ready(g) = poll_with(r2, &second.waker()) else {
-        panic!("the second granted reader is not ready");
-    };
-    drop(g);
-    let mut writer = writer;
-    let Poll::Ready(g) = poll_with(writer.as_mut(), &Probe::new(false).waker()) else {
-        panic!("the head writer is not ready after the readers left");
-    };
-    drop(g);
-    drop(writer);
-    assert_idle(&l);
+    second_reader_then_writer_served(&l, r2, &second, writer);
 }
