@@ -146,7 +146,7 @@
 //! first to the shared run queue and wake a parked worker to steal it, about 7 us of CPU
 //! on a small virtual machine for a section of nanoseconds; relayed, the two run one
 //! after the other on the worker that released. In the 40+40 shapes at 2 workers on 2
-//! cores this took the lock from 0.90-0.91x tokio's throughput to 1.00-1.03x; with four
+//! cores this took the lock from 0.88-0.91x tokio's throughput to 0.97-1.03x; with four
 //! workers per core it costs 4-6% (mixed, 40+40), where the releasing worker is more often
 //! descheduled while both readers wait for it (`docs/performance.md`, "The relay").
 //! Larger batches are woken at once (one stolen worker then serves many),
