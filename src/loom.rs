@@ -140,6 +140,19 @@ mod std_clock {
         pub(crate) fn reached(&self, deadline: Instant) -> bool {
             Instant::now() >= deadline
         }
+
+        /// Microseconds since this process first asked, cut to 32 bits: for intervals
+        /// kept in a few bits of a word (the pass check of `raw::wake`), which take their
+        /// differences with wrapping arithmetic.
+        #[inline]
+        pub(crate) fn micros(&self) -> u32 {
+            static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+            let epoch = *EPOCH.get_or_init(Instant::now);
+            // Truncation intended: only differences of readings are used.
+            #[allow(clippy::cast_possible_truncation)]
+            let micros = epoch.elapsed().as_micros() as u32;
+            micros
+        }
     }
 }
 
@@ -224,6 +237,14 @@ mod logical_clock {
         /// Is it `deadline` or later?
         pub(crate) fn reached(&self, deadline: Instant) -> bool {
             self.now() >= deadline
+        }
+
+        /// Microseconds of the model's time, cut to 32 bits (as the shipped clock's).
+        pub(crate) fn micros(&self) -> u32 {
+            // Truncation intended: only differences of readings are used.
+            #[allow(clippy::cast_possible_truncation)]
+            let micros = (self.now().0 / 1_000) as u32;
+            micros
         }
 
         /// Time passes by `by`: one relaxed add, which this thread's readings see at once

@@ -35,6 +35,7 @@ use std::task::Waker;
 
 use std::sync::atomic::Ordering;
 
+use super::wake::PassCheck;
 use crate::loom::{AtomicU8, Instant, UnsafeCell};
 
 /// Where a node is in the waiter protocol: who may touch it, and whether it may be
@@ -237,8 +238,13 @@ pub(crate) struct WaitList {
     head: Option<NonNull<Waiter>>,
     /// The first reader node (of the readers' ring, whose `rprev` is the last one).
     readers: Option<NonNull<Waiter>>,
-    /// The linked nodes of the kinds `Write` and `Upgrade`.
-    writers: usize,
+    /// The linked nodes of the kinds `Write` and `Upgrade` (a `u32`: more queued writers
+    /// would take more than 4 billion pinned futures).
+    writers: u32,
+    /// What the last pass of a queued writer by queued readers cost, and whether queued
+    /// readers may pass queued writers now ([`PassCheck`]). Under the wait lock, as the
+    /// list: it shares the word that `writers` leaves, so the lock stays one cache line.
+    pub(crate) pass_check: PassCheck,
 }
 
 // SAFETY: the list only holds pointers to nodes that are `Send + Sync`; it is reached only
@@ -251,6 +257,7 @@ impl WaitList {
             head: None,
             readers: None,
             writers: 0,
+            pass_check: PassCheck::new(),
         }
     }
 

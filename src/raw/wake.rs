@@ -22,6 +22,113 @@ use super::RawRwLock;
 /// "Two readers pass a head writer, not four").
 const PASS_WRITER_BATCH: usize = 2;
 
+/// Whether queued readers may pass queued writers now, learned from what timed passes
+/// cost. Kept in the wait list ([`WaitList::pass_check`]), under the wait lock.
+///
+/// The kernel's grant of queued readers takes the readers queued anywhere, past the writers
+/// between them, and here the readers queued behind a head writer also pass it once
+/// ([`PASS_WRITER_BATCH`]). That is worth it while read sections are short: the writer
+/// waits a few more short sections, and the readers share one turn instead of taking one
+/// each. Where readers hold the lock long (a scan of a whole shard, a snapshot written
+/// under a read lock, a reader that holds this lock while it queues for another), each
+/// pass makes the writer, and everyone queued behind it, wait a long section that a FIFO
+/// queue would have served after it. Nothing on the fast paths says how long sections
+/// are, so passes are timed: a timed pass of a head writer notes the time, and when a
+/// queued writer next gets the lock (that writer, unless it was cancelled meanwhile), the
+/// wait since then is what the pass cost. A pass that cost more than the handoff timeout
+/// (the bound the policy puts on the head's wait for passers) turns passing off for the
+/// next [`VETO_TURNS`] turns of queued writers: a grant of readers then stops at the first
+/// queued writer (the queue's order, as under [`strict_order`]), and no reader passes a
+/// head writer. The first pass after that is timed again.
+///
+/// A clock read costs: two per pass under the wait lock took a twentieth of the
+/// throughput of 40 readers and 40 writers with tiny sections (`docs/performance.md`,
+/// "Passing that pays for itself"). So one pass in [`SAMPLE_EVERY`] is timed, and the first
+/// after a veto; no clock is read anywhere else.
+///
+/// One word: `[start | sample | TIMING | veto]`: the veto (turns left without passing) in
+/// the low byte; [`TIMING`] while a pass is timed; three bits counting the untimed passes
+/// left before the next timed one; and above them the timed pass's start in microseconds
+/// ([`Clock::micros`](crate::loom::Clock::micros), its low 20 bits: an interval is
+/// measured modulo 1.05 s, so a handoff timeout past a quarter of that never vetoes).
+///
+/// [`strict_order`]: crate::Policy#structfield.strict_order
+/// [`TIMING`]: PassCheck::TIMING
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PassCheck(u32);
+
+/// Turns of queued writers without passing after a pass that cost more than the handoff
+/// timeout (the most the veto byte holds).
+pub(crate) const VETO_TURNS: u32 = 255;
+
+/// One pass in this many is timed (while passing is on).
+pub(crate) const SAMPLE_EVERY: u32 = 8;
+
+impl PassCheck {
+    /// The turns left without passing (0: passing allowed).
+    const VETO: u32 = 0b1111_1111;
+    /// A pass is timed: its start is in the bits above.
+    const TIMING: u32 = 0b1_0000_0000;
+    /// The untimed passes left before the next timed one.
+    const SAMPLE_SHIFT: u32 = 9;
+    const SAMPLE: u32 = 0b111 << Self::SAMPLE_SHIFT;
+    /// Where the start begins.
+    const START_SHIFT: u32 = 12;
+    /// The start's bits, shifted down.
+    const START_MASK: u32 = u32::MAX >> Self::START_SHIFT;
+
+    pub(crate) const fn new() -> Self {
+        Self(0)
+    }
+
+    /// Is passing off (a recent timed pass cost more than the handoff timeout)?
+    #[inline]
+    pub(crate) fn passing_off(self) -> bool {
+        self.0 & Self::VETO != 0
+    }
+
+    /// Is a pass being timed?
+    #[cfg(test)]
+    pub(crate) fn timing(self) -> bool {
+        self.0 & Self::TIMING != 0
+    }
+
+    /// Queued readers passed the head writer now; `now` reads the clock
+    /// ([`Clock::micros`](crate::loom::Clock::micros)), if this pass is the one timed.
+    pub(crate) fn passed(&mut self, now: impl FnOnce() -> u32) {
+        debug_assert!(!self.passing_off());
+        let sample = (self.0 & Self::SAMPLE) >> Self::SAMPLE_SHIFT;
+        self.0 = if sample == 0 {
+            let start = now() & Self::START_MASK;
+            Self::TIMING | ((SAMPLE_EVERY - 1) << Self::SAMPLE_SHIFT) | (start << Self::START_SHIFT)
+        } else {
+            // Untimed; a pass still being timed (its writer was cancelled) stays so.
+            (self.0 & !Self::SAMPLE) | ((sample - 1) << Self::SAMPLE_SHIFT)
+        };
+    }
+
+    /// A queued writer got the lock: the end of a timed pass, or one turn of a veto.
+    /// `now` reads the clock (only at the end of a timed pass); `timeout`: the policy's
+    /// handoff timeout.
+    pub(crate) fn writer_turn(&mut self, now: impl FnOnce() -> u32, timeout: std::time::Duration) {
+        if self.0 & Self::TIMING != 0 {
+            let start = self.0 >> Self::START_SHIFT;
+            let cost = now().wrapping_sub(start) & Self::START_MASK;
+            let limit = u128::from(Self::START_MASK / 4);
+            let expensive = timeout.as_micros() < limit && u128::from(cost) > timeout.as_micros();
+            self.0 = if expensive {
+                // Sample bits zero: the first pass after the veto is timed.
+                VETO_TURNS
+            } else {
+                self.0 & Self::SAMPLE
+            };
+        } else if self.passing_off() {
+            // At the last turn of the veto the sample bits are zero already.
+            self.0 -= 1;
+        }
+    }
+}
+
 /// Why [`RawRwLock::mark_wake`] is called (the kernel's `enum rwsem_wake_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum WakeType {
@@ -168,7 +275,11 @@ impl RawRwLock {
         // writer there: `readers_pass_writer` needs neither.) Otherwise it is taken from
         // the readers' ring: every queued reader in order, the writers between them
         // skipped without a look.
-        let ordered = self.policy.strict_order() || self.policy.handoff_always();
+        // So does a recent pass that cost the writer more than the handoff timeout
+        // (`PassCheck`): then no reader passes a queued writer for a while.
+        let ordered = self.policy.strict_order()
+            || self.policy.handoff_always()
+            || list.pass_check.passing_off();
         let walk = ReaderWalk { ordered };
         let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
@@ -225,9 +336,11 @@ impl RawRwLock {
             // The head got the lock: the handoff it asked for is done.
             adjust = adjust.wrapping_sub(HANDOFF);
         } else if pass_writer {
-            // The readers passed the head writer once: it is due the lock next.
+            // The readers passed the head writer once: it is due the lock next, and the
+            // pass is timed until a queued writer gets it.
             lockevent!(self, wlock_handoff);
             adjust = adjust.wrapping_add(HANDOFF);
+            list.pass_check.passed(|| self.clock.micros());
         }
         if adjust != 0 {
             self.count.fetch_add(adjust, AcqRel);
@@ -285,6 +398,7 @@ impl RawRwLock {
     fn readers_pass_writer(&self, list: &WaitList) -> bool {
         if !self.spin_past_queue()
             || self.policy.handoff_never()
+            || list.pass_check.passing_off()
             || list.head_parks()
             || self.count.load(Relaxed) & (WRITER_LOCKED | HANDOFF) != 0
         {
@@ -328,6 +442,10 @@ impl RawRwLock {
         }
         // The queue's turn: the passes of it count from zero again.
         self.spin.reset_passes();
+        // SAFETY: alive (not yet marked granted).
+        if unsafe { node.as_ref() }.kind == WaiterKind::Write {
+            self.writer_turn(list);
+        }
         // Last touch of the node: from here its owner may drop it.
         // SAFETY: alive: its owner cannot drop it before it sees `Granted`.
         unsafe { node.as_ref() }.set_state(NodeState::Granted, Release);
@@ -466,6 +584,13 @@ impl RawRwLock {
             // SAFETY: linked; the count holds its write lock now.
             unsafe { self.grant(list, head, wakers) };
         }
+    }
+
+    /// A queued writer got the lock (granted, or taken by the head itself): see
+    /// [`PassCheck::writer_turn`].
+    pub(super) fn writer_turn(&self, list: &mut WaitList) {
+        let timeout = self.policy.handoff_timeout();
+        list.pass_check.writer_turn(|| self.clock.micros(), timeout);
     }
 
     /// Has the node waited past the handoff timeout?

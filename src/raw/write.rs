@@ -342,6 +342,7 @@ impl RawRwLock {
                 } else {
                     // The head's turn.
                     self.spin.reset_passes();
+                    self.writer_turn(list);
                 }
                 return true;
             }

@@ -13,6 +13,8 @@ mod panics;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod parked;
 #[cfg(not(all(test, async_rwsem_loom)))]
+mod pass_check;
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod transitions;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod upgradable;
