@@ -87,6 +87,12 @@ impl PassCheck {
         self.0 & Self::VETO != 0
     }
 
+    /// Neither timing a pass nor vetoing: a writer's turn changes nothing.
+    #[inline]
+    pub(crate) fn idle(self) -> bool {
+        self.0 & (Self::TIMING | Self::VETO) == 0
+    }
+
     /// Is a pass being timed?
     #[cfg(test)]
     pub(crate) fn timing(self) -> bool {
@@ -588,7 +594,11 @@ impl RawRwLock {
 
     /// A queued writer got the lock (granted, or taken by the head itself): see
     /// [`PassCheck::writer_turn`].
+    #[inline]
     pub(super) fn writer_turn(&self, list: &mut WaitList) {
+        if list.pass_check.idle() {
+            return;
+        }
         let timeout = self.policy.handoff_timeout();
         list.pass_check.writer_turn(|| self.clock.micros(), timeout);
     }
