@@ -15,7 +15,8 @@
 //!   or was woken and lost the race, only it may take the lock next.
 //! - **Batch wake of readers**: when the head waiter is a reader, every queued reader (up
 //!   to [`MAX_READER_WAKE_BATCH`](crate::MAX_READER_WAKE_BATCH)) is granted in one atomic
-//!   add, skipping queued writers.
+//!   add, skipping queued writers, while such passing pays for itself: a pass that cost
+//!   a queued writer more than the handoff timeout keeps the queue's order for a while.
 //! - **Cancel safe in every state**: a dropped acquire unlinks itself and passes on a
 //!   wake-up it was given; one that was granted the lock but never polled releases it.
 //! - **Adaptive spinning**: readers and writers spin for the lock while its owner runs, for
@@ -152,6 +153,25 @@
 //! Larger batches are woken at once (one stolen worker then serves many),
 //! and parked threads are never relayed (an unpark is slow enough to be worth
 //! overlapping).
+//!
+//! **Passing that pays for itself.** Readers that skip queued writers in a grant, and the
+//! two that pass a head writer, help while read sections are short: the writer waits a
+//! few more short sections, and the readers share one turn. Where readers hold the lock
+//! for milliseconds (a scan of a whole shard, a snapshot written under a read lock, a
+//! reader that holds this lock while it queues for another), each pass makes the writer,
+//! and everyone queued behind it, wait a long section that a FIFO queue would have served
+//! after it: the demo server's lock-sensitive scenario ran at 0.74-0.82x tokio's `SET`
+//! rate with twice its `SET` p99 for that alone. Nothing on the fast paths says how long
+//! sections are, so the passes are timed: one pass of a head writer in eight (and the
+//! first after a veto) notes the time, and when a queued writer next gets the lock, the
+//! wait since then is what the pass cost it. A pass that cost more than the handoff
+//! timeout turns both kinds of passing off for the next 255 turns of queued writers:
+//! grants then keep the queue's order, as under `strict_order`, while arrivals may still
+//! steal and spin as before. That took the demo server to 0.98-1.01x tokio's rate with
+//! its `SET` p99 at 0.99-1.12x, and left `compare`'s tiny sections where they were (a
+//! pass there costs about a microsecond); timing every pass, two clock reads under the
+//! wait lock, had cost the 40+40 shapes 5-6% (`docs/performance.md`, "Passing that pays
+//! for itself").
 //!
 //! **Cancellation.** Dropping a pending acquire in any state is safe: a queued node
 //! unlinks itself and, if it was the head, wakes the next head; a node that was granted

@@ -164,7 +164,8 @@
 //! future, so nothing allocates. Readers may steal a lock whose queue is not empty, and
 //! tasks spin briefly for a lock whose owner is running, for a budget each lock learns;
 //! a timed handoff to the head of the queue bounds the unfairness. A release wakes a
-//! queued writer alone, or grants every queued reader (up to 256) at once. Dropping an
+//! queued writer alone, or grants the queued readers (up to 256) at once, past queued
+//! writers while such passes prove cheap. Dropping an
 //! acquire is safe in every state. A lock is 64 bytes on 64-bit targets, one cache line.
 //! [`design`] has the algorithm, when not to use this lock, and a map of the source.
 

@@ -61,6 +61,11 @@ pub struct Policy {
     /// come, first served once a queue has formed, except that a
     /// task arriving in the instant between a release and its grant may take the free
     /// lock once (after which the head gets the handoff).
+    ///
+    /// It is also what a pass of queued writers by queued readers may cost: one that made
+    /// its writer wait longer keeps the queue's order for the next 255 turns of queued
+    /// writers (the crate documentation's *Passing that pays for itself*; a timeout over
+    /// 262 ms never does).
     pub handoff_timeout: Duration,
     /// How many queued readers one wake-up grants at once, in `1..=256`
     /// ([`MAX_READER_WAKE_BATCH`]); values outside are clamped when the lock is built.
