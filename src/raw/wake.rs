@@ -93,6 +93,12 @@ impl PassCheck {
         self.0 & (Self::TIMING | Self::VETO) == 0
     }
 
+    /// Passing off for [`VETO_TURNS`] writer turns (the models start from it).
+    #[cfg(all(test, async_rwsem_loom))]
+    pub(crate) const fn vetoed() -> Self {
+        Self(VETO_TURNS)
+    }
+
     /// Is a pass being timed?
     #[cfg(test)]
     pub(crate) fn timing(self) -> bool {

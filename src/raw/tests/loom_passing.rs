@@ -8,6 +8,9 @@
 //! The timeout is an hour of the models' logical clock, which never moves here, so only
 //! the count hands the lock to the head. With `pass_bound(u32::MAX)` both arrivals can pass
 //! the head (the models fail if the bound is not applied).
+//!
+//! The last model is of the pass check (`raw/wake.rs`): with passing vetoed, queued readers
+//! do not pass a queued writer, and nobody is left waiting.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,4 +113,60 @@ fn two_arriving_writers_pass_a_woken_head_at_most_once() {
 #[test]
 fn an_arriving_reader_and_writer_pass_a_woken_head_at_most_once() {
     passing_model([false, true]);
+}
+
+/// With passing vetoed ([`PassCheck`](crate::raw::wake::PassCheck): a timed pass cost its
+/// writer more than the handoff timeout), a reader queued behind a head writer is not
+/// granted past it, whether the release that wakes the head or an arriving reader's steal
+/// (a pass of arrivals, which the veto leaves alone) comes first; and everyone completes,
+/// the lock ending idle. (Without the veto the release grants the queued reader past the
+/// head: the model fails.)
+#[test]
+fn vetoed_passing_keeps_a_queued_reader_behind_the_head_writer() {
+    loom::model(|| {
+        // A finite timeout, so that readers may pass a head writer but for the veto; the
+        // models' clock never moves, so the head is never due by time.
+        let l = lock(
+            queue_at_once()
+                .handoff_timeout(Duration::from_millis(1))
+                .pass_bound(BOUND),
+        );
+        l.raw
+            .with_wait_list(|list, _| list.pass_check = crate::raw::wake::PassCheck::vetoed());
+        let order = Order::new();
+        let g = l.try_write().unwrap();
+        let mut head = Box::pin({
+            let (l, order) = (Arc::clone(&l), Arc::clone(&order));
+            async move {
+                let g = l.write_owned().await;
+                g.bump();
+                order.head_ran.store(true, SeqCst);
+            }
+        });
+        assert!(poll_once(head.as_mut()).is_pending());
+        let mut queued = Box::pin({
+            let (l, order) = (Arc::clone(&l), Arc::clone(&order));
+            async move {
+                let g = l.read_owned().await;
+                assert!(
+                    order.head_ran.load(SeqCst),
+                    "the queued reader passed the head writer"
+                );
+                drop(g);
+            }
+        });
+        assert!(poll_once(queued.as_mut()).is_pending());
+        // The queued reader finishes on a thread of its own, so that its order against
+        // the head is the lock's alone.
+        let queued = thread::spawn(move || block_on(queued));
+        let arrival = {
+            let l = Arc::clone(&l);
+            thread::spawn(move || block_on(async { drop(l.read().await) }))
+        };
+        drop(g);
+        block_on(head);
+        queued.join().unwrap();
+        arrival.join().unwrap();
+        assert_idle(&l);
+    });
 }
