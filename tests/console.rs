@@ -244,11 +244,25 @@ fn capture(panic_on: Option<(Trigger, usize)>, f: impl FnOnce(&Mutex<Log>)) -> L
     let log = Arc::clone(&capture.0);
     let subscriber = tracing_subscriber::registry().with(capture);
     tracing::subscriber::with_default(subscriber, || f(&log));
-    let log = Arc::try_unwrap(log)
-        .ok()
-        .expect("the subscriber is gone")
-        .into_inner()
-        .unwrap();
+    // Nothing may keep the subscriber alive past `f` (a span the lock leaked would). But
+    // another test's thread that registers a callsite rebuilds tracing's interest caches,
+    // and holds every registered subscriber for that moment (`tracing-core` upgrades its
+    // weak references to them): a second reference that goes away at once. So wait for
+    // it, a bounded time, before calling the subscriber leaked.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut log = log;
+    let log = loop {
+        match Arc::try_unwrap(log) {
+            Ok(log) => break log,
+            Err(held) if std::time::Instant::now() < deadline => {
+                log = held;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => panic!("the subscriber is still held after the test (a leaked span?)"),
+        }
+    }
+    .into_inner()
+    .unwrap();
     match log.panic_on {
         None | Some((Trigger::Every(_), _)) => {}
         Some(trigger) => panic!("the subscriber never reached {trigger:?}"),
