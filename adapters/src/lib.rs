@@ -15,6 +15,10 @@
 use std::fmt;
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
+use std::sync::OnceLock;
+
+pub mod policy;
+pub use policy::parse_policy;
 
 /// An async read-write lock around a `T`.
 pub trait AsyncRwLock<T: Send + Sync + 'static>: Send + Sync + Sized + 'static {
@@ -75,7 +79,22 @@ pub trait SyncRwLock<T: Send + Sync + 'static>: Send + Sync + Sized + 'static {
 }
 
 /// `async_rwsem::RwLock`, with a policy of the caller's choice ([`Rwsem::with_policy`]).
+/// [`AsyncRwLock::new`] and [`AsyncRwLock::new_shard`] take the process's policy
+/// ([`set_rwsem_policy`], the crate's default until it is set).
 pub struct Rwsem<T>(async_rwsem::RwLock<T>);
+
+/// The policy of every [`Rwsem`] made by [`AsyncRwLock::new`] or
+/// [`AsyncRwLock::new_shard`] after it in this process (the demo server's
+/// `--rwsem-policy`). Set once: a second call returns its policy in the `Err`.
+pub fn set_rwsem_policy(policy: async_rwsem::Policy) -> Result<(), async_rwsem::Policy> {
+    RWSEM_POLICY.set(policy)
+}
+
+static RWSEM_POLICY: OnceLock<async_rwsem::Policy> = OnceLock::new();
+
+fn rwsem_policy() -> async_rwsem::Policy {
+    RWSEM_POLICY.get().copied().unwrap_or_default()
+}
 
 impl<T> Rwsem<T> {
     /// A lock around `value` with `policy`.
@@ -95,12 +114,12 @@ impl<T: Send + Sync + 'static> AsyncRwLock<T> for Rwsem<T> {
     type WriteGuard<'a> = async_rwsem::RwLockWriteGuard<'a, T>;
 
     fn new(value: T) -> Self {
-        Self(async_rwsem::RwLock::new(value))
+        Self(async_rwsem::RwLock::with_policy(value, rwsem_policy()))
     }
     fn new_shard(value: T, index: usize) -> Self {
         let subclass = u32::try_from(index).expect("a shard index fits in a u32");
         Self(
-            async_rwsem::RwLock::new(value)
+            async_rwsem::RwLock::with_policy(value, rwsem_policy())
                 .with_lockdep_class("shard")
                 .with_lockdep_subclass(subclass),
         )

@@ -278,6 +278,17 @@ pub struct Cli {
     )]
     pub pass_bound: Option<u32>,
 
+    /// Run async-rwsem under this policy: `fifo` or `default`, then `name=value` settings
+    /// (e.g. `handoff-timeout=25us,pass-bound=none,writer-spin=0`; the names:
+    /// `lock_adapters::policy`). --handoff-timeout and --pass-bound apply on top of it.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        value_parser = lock_adapters::parse_policy,
+        conflicts_with_all = ["sweep", "fifo"]
+    )]
+    pub policy: Option<sweep::RwsemPolicy>,
+
     /// Where to write the JSON results. Default: <out>/results.json (<out>/sweep.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -334,9 +345,12 @@ impl Cli {
 
     /// The async-rwsem policy of a comparison run: `None` for the default.
     pub fn policy(&self) -> Option<sweep::RwsemPolicy> {
+        let base = self
+            .policy
+            .or_else(|| self.fifo.then(sweep::RwsemPolicy::fifo));
         let policy = match self.handoff_timeout {
-            Some(t) => Some(sweep::RwsemPolicy::default().handoff_timeout(t)),
-            None => self.fifo.then(sweep::RwsemPolicy::fifo),
+            Some(t) => Some(base.unwrap_or_default().handoff_timeout(t)),
+            None => base,
         };
         match self.pass_bound {
             Some(bound) => Some(policy.unwrap_or_default().pass_bound(bound)),

@@ -46,6 +46,11 @@ struct Cli {
     /// The lock in front of every shard.
     #[arg(long, value_enum, default_value = "rwsem")]
     lock: LockKind,
+    /// The shard locks' async-rwsem policy (with --lock rwsem): `fifo` or `default`, then
+    /// `name=value` settings, e.g. `handoff-timeout=25us,pass-bound=none` (the names:
+    /// `lock_adapters::policy`). Default: the crate's default policy.
+    #[arg(long, value_name = "SPEC", value_parser = lock_adapters::parse_policy)]
+    rwsem_policy: Option<async_rwsem::Policy>,
     /// Number of shards (1..=4096).
     #[arg(long, default_value_t = server::DEFAULT_SHARDS)]
     shards: usize,
@@ -136,6 +141,17 @@ fn main() {
             cli.bind
         );
         std::process::exit(2);
+    }
+    if let Some(policy) = cli.rwsem_policy {
+        if cli.lock != LockKind::Rwsem {
+            eprintln!("kvserver: --rwsem-policy needs --lock rwsem");
+            std::process::exit(2);
+        }
+        // The first and only setting in this process.
+        let _ = lock_adapters::set_rwsem_policy(policy);
+        if !cli.quiet {
+            eprintln!("kvserver: shard lock policy {policy:?}");
+        }
     }
     let mut config = Config::new(SocketAddr::new(cli.bind, cli.port));
     config.lock = cli.lock;
