@@ -6,6 +6,10 @@
 #
 #   kvserver/long-scenario.sh                     # rwsem and tokio, 3 rounds of 10 s
 #   LOCKS="rwsem tokio async-lock" REPS=5 SECS=8 kvserver/long-scenario.sh
+#   LOCKS="rwsem fifo=rwsem:--rwsem-policy=fifo tokio" kvserver/long-scenario.sh
+#
+# An entry of LOCKS is a --lock choice, or NAME=LOCK:FLAGS (FLAGS: more of the server's
+# flags, commas kept, e.g. a shard lock policy), reported as NAME.
 #
 # Everything listens on 127.0.0.1 only; the servers started here are stopped on exit.
 set -euo pipefail
@@ -22,16 +26,24 @@ WORK=$(mktemp -d "$TARGET_DIR/long-scenario.XXXXXX")
 # shellcheck source=kvserver/servers.sh
 . kvserver/servers.sh
 for rep in $(seq "$REPS"); do
-    for lock in $LOCKS; do
-        dir="$WORK/data-$lock-$rep"
+    for entry in $LOCKS; do
+        name=$entry lock=$entry flags=()
+        if [[ "$entry" == *=* ]]; then
+            name=${entry%%=*} lock=${entry#*=}
+            if [[ "$lock" == *:* ]]; then
+                read -r -a flags <<<"${lock#*:}"
+                lock=${lock%%:*}
+            fi
+        fi
+        dir="$WORK/data-$name-$rep"
         mkdir -p "$dir"
         "$TARGET_DIR/release/kvserver" --port "$PORT" --lock "$lock" --dir "$dir" --quiet \
-            2>>"$WORK/kvserver.log" &
+            "${flags[@]}" 2>>"$WORK/kvserver.log" &
         PID=$!
         wait_ready "$PORT"
         timeout 300 "$TARGET_DIR/release/ycsb" --port "$PORT" --load --records 100000 \
             --workloads long --secs "$SECS" --long-readers "$LONG_READERS" --json \
-            2>>"$WORK/ycsb.log" | sed "s/^/$rep $lock /" >>"$WORK/results.txt"
+            2>>"$WORK/ycsb.log" | sed "s/^/$rep $name /" >>"$WORK/results.txt"
         stop_server
     done
 done

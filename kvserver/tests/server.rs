@@ -1290,3 +1290,44 @@ async fn a_pipeline_over_the_output_limit_is_answered_in_full() {
     drop(c);
     within("stop", srv.stop()).await.unwrap();
 }
+
+/// `--rwsem-policy`: a policy string the server cannot read, or one given with another
+/// lock, is refused before it listens; a good one is the policy it prints and runs.
+#[test]
+fn rwsem_policy_flag() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kvserver"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--rwsem-policy", "pass-bound=lots"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`lots`: not a number"), "{err}");
+    let out = run(&["--lock", "tokio", "--rwsem-policy", "fifo"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--rwsem-policy needs --lock rwsem"), "{err}");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvserver"))
+        .args(["--port", "0", "--appendonly", "no"])
+        .args(["--rwsem-policy", "fifo,writer-spin=0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let second = lines.next().unwrap().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let expected = format!(
+        "kvserver: shard lock policy {:?}",
+        async_rwsem::Policy::fifo().writer_spin(std::time::Duration::ZERO)
+    );
+    assert_eq!(first, expected);
+    assert!(second.contains("listening on 127.0.0.1:"), "{second}");
+}

@@ -69,8 +69,9 @@ impl PassCheck {
     const VETO: u32 = 0b1111_1111;
     /// A pass is timed: its start is in the bits above.
     const TIMING: u32 = 0b1_0000_0000;
-    /// The untimed passes left before the next timed one.
+    /// Where the sample count begins.
     const SAMPLE_SHIFT: u32 = 9;
+    /// The untimed passes left before the next timed one.
     const SAMPLE: u32 = 0b111 << Self::SAMPLE_SHIFT;
     /// Where the start begins.
     const START_SHIFT: u32 = 12;
@@ -126,8 +127,9 @@ impl PassCheck {
         if self.0 & Self::TIMING != 0 {
             let start = self.0 >> Self::START_SHIFT;
             let cost = now().wrapping_sub(start) & Self::START_MASK;
-            let limit = u128::from(Self::START_MASK / 4);
-            let expensive = timeout.as_micros() < limit && u128::from(cost) > timeout.as_micros();
+            let timeout = timeout.as_micros();
+            let expensive =
+                timeout < u128::from(Self::START_MASK / 4) && u128::from(cost) > timeout;
             self.0 = if expensive {
                 // Sample bits zero: the first pass after the veto is timed.
                 VETO_TURNS
