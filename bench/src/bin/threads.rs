@@ -58,6 +58,10 @@ struct Args {
     /// timeout that serves a parked head. Default: the default policy's.
     #[arg(long, value_name = "US")]
     handoff_us: Option<u64>,
+    /// async-rwsem's policy: `fifo` or `default`, then `name=value` settings (the names:
+    /// `lock_adapters::policy`); --pass-bound and --handoff-us apply on top of it.
+    #[arg(long, value_name = "SPEC", value_parser = lock_adapters::parse_policy)]
+    policy: Option<async_rwsem::Policy>,
 }
 
 /// `--pass-bound`: a number, or `none` (`u32::MAX`).
@@ -68,7 +72,8 @@ fn parse_pass_bound(s: &str) -> Result<u32, String> {
     }
 }
 
-/// async-rwsem's policy for this run (`--pass-bound`), set once by `main`.
+/// async-rwsem's policy for this run (`--policy`, `--pass-bound`, `--handoff-us`), set once
+/// by `main`.
 static RWSEM_POLICY: std::sync::OnceLock<async_rwsem::Policy> = std::sync::OnceLock::new();
 
 /// Which lock to measure.
@@ -281,8 +286,8 @@ fn loadavg() -> String {
 
 fn main() {
     let args = Args::parse();
-    if args.pass_bound.is_some() || args.handoff_us.is_some() {
-        let mut policy = async_rwsem::Policy::new();
+    if args.pass_bound.is_some() || args.handoff_us.is_some() || args.policy.is_some() {
+        let mut policy = args.policy.unwrap_or_default();
         if let Some(bound) = args.pass_bound {
             policy = policy.pass_bound(bound);
         }
