@@ -148,8 +148,10 @@
 //! on a small virtual machine for a section of nanoseconds; relayed, the two run one
 //! after the other on the worker that released. In the 40+40 shapes at 2 workers on 2
 //! cores this took the lock from 0.88-0.91x tokio's throughput to 0.97-1.03x; with four
-//! workers per core it costs 4-6% (mixed, 40+40), where the releasing worker is more often
-//! descheduled while both readers wait for it (`docs/performance.md`, "The relay").
+//! workers per core it cost 4-6% (mixed, 40+40) in one set, where the releasing worker is
+//! more often descheduled while both readers wait for it, and nothing a later set of 15
+//! rounds could tell from the noise (`docs/performance.md`, "The relay" and "Round
+//! eight").
 //! Larger batches are woken at once (one stolen worker then serves many),
 //! and parked threads are never relayed (an unpark is slow enough to be worth
 //! overlapping).
