@@ -2,7 +2,7 @@
 # A/B of two builds of `compare` (one side of a change each), interleaved rounds, each run
 # with tokio beside async-rwsem so that ratios are taken within a run; prints per workload
 # and variant the median ratio to tokio with the rounds' spread, and the medians of each
-# class's p99 wait against tokio's.
+# class's p99 wait against tokio's; then each variant against the first, paired by round.
 #
 #   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p bench --bin compare)
 #   cargo build --release -p bench --bin compare
@@ -65,5 +65,21 @@ for w in order:
             m = med(c[key]); parts.append("-" if m is None else f"{m:.1f}")
         row.append(" ".join(parts))
     print(f"| {w} | " + " | ".join(row) + " |")
+if len(variants) > 1:
+    # Paired: each variant's ratio over the first variant's in the same round (the rounds
+    # interleave, so a round's load is shared), median over the rounds and how many rounds
+    # it was ahead. On a noisy machine this separates a few percent sooner than the medians.
+    base = variants[0]
+    print(f"paired with {base} (same round): median ratio, rounds ahead")
+    print("| workload | " + " | ".join(variants[1:]) + " |")
+    print("|---|" + "---|" * (len(variants) - 1))
+    for w in order:
+        row = []
+        for v in variants[1:]:
+            a, b = cells.get((w, v)), cells.get((w, base))
+            if not a or not b or len(a["x"]) != len(b["x"]): row.append("-"); continue
+            pairs = [x / y for x, y in zip(a["x"], b["x"])]
+            row.append(f"{med(pairs):.3f} ({sum(p > 1 for p in pairs)}/{len(pairs)})")
+        print(f"| {w} | " + " | ".join(row) + " |")
 print(f"(JSONs in {out})")
 PY
