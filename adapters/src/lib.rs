@@ -18,7 +18,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::OnceLock;
 
 pub mod policy;
-pub use policy::parse_policy;
+pub use policy::{parse_pass_bound, parse_policy};
 
 /// An async read-write lock around a `T`.
 pub trait AsyncRwLock<T: Send + Sync + 'static>: Send + Sync + Sized + 'static {

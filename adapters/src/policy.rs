@@ -56,10 +56,7 @@ pub fn parse_policy(spec: &str) -> Result<Policy, String> {
                 "never" => Duration::MAX,
                 v => duration(v)?,
             }),
-            "pass-bound" => policy.pass_bound(match value {
-                "none" => u32::MAX,
-                v => number(v)?,
-            }),
+            "pass-bound" => policy.pass_bound(parse_pass_bound(value)?),
             "strict-order" => policy.strict_order(boolean(value)?),
             "reader-wake-batch" => {
                 let batch: u32 = number(value)?;
@@ -77,6 +74,17 @@ pub fn parse_policy(spec: &str) -> Result<Policy, String> {
         };
     }
     Ok(policy)
+}
+
+/// A `Policy::pass_bound`: a number, or `none` (`u32::MAX`, no bound in count). Also the
+/// benchmark's `--pass-bound`.
+pub fn parse_pass_bound(value: &str) -> Result<u32, String> {
+    match value.trim() {
+        "none" => Ok(u32::MAX),
+        n => n
+            .parse()
+            .map_err(|e| format!("`{n}`: not a number of passes, nor `none` ({e})")),
+    }
 }
 
 fn number(value: &str) -> Result<u32, String> {
@@ -166,6 +174,10 @@ mod tests {
             ("writer-spin=10 parsecs", "whole number and a unit"),
             ("writer-spin=1.5us", "whole number"),
             ("writer-yields=-1", "not a number"),
+            (
+                "pass-bound=lots",
+                "`lots`: not a number of passes, nor `none`",
+            ),
             ("strict-order=yes", "`true` or `false`"),
             ("reader-wake-batch=0", "at least 1"),
         ] {

@@ -157,16 +157,6 @@ impl LockKind {
 }
 
 /// Parses `2`, `1.5s`, `500ms`, `250us` into a duration.
-/// `--pass-bound`: a number, or `none` (`u32::MAX`, no bound in count).
-fn parse_pass_bound(s: &str) -> Result<u32, String> {
-    match s.trim() {
-        "none" => Ok(u32::MAX),
-        n => n
-            .parse()
-            .map_err(|e| format!("`{n}`: a number of passes or `none` ({e})")),
-    }
-}
-
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
@@ -273,7 +263,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "N|none",
-        value_parser = parse_pass_bound,
+        value_parser = lock_adapters::parse_pass_bound,
         conflicts_with_all = ["sweep", "fifo"]
     )]
     pub pass_bound: Option<u32>,

@@ -38,7 +38,8 @@
 //! # Flags (see `--help`)
 //! `--port` (6380; 0 picks a free one), `--bind` (127.0.0.1; loopback only), `--lock`
 //! (rwsem|tokio|async-lock), `--rwsem-policy` (the shard locks' `Policy` with `--lock rwsem`:
-//! `fifo` or `default`, then `name=value` settings; `lock_adapters::policy`), `--shards`, `--threads` (tokio workers; default: all cores),
+//! `fifo` or `default`, then `name=value` settings; `lock_adapters::policy`), `--shards`,
+//! `--threads` (tokio workers; default: all cores),
 //! `--appendonly yes|no`, `--dir` (data directory), `--appendfsync always|everysec|no`,
 //! `--aof-io direct|tokio-fs`, `--max-clients` (lowered to what `RLIMIT_NOFILE` allows),
 //! `--client-output-buffer-limit`, `--client-output-buffer-secs`, `--timeout` (idle seconds, 0 = never),

@@ -52,7 +52,7 @@ struct Args {
     runs: usize,
     /// async-rwsem's `Policy::pass_bound` (a number, or `none`): one side of an A/B of
     /// the bound from threads. Default: the default policy's.
-    #[arg(long, value_name = "N|none", value_parser = parse_pass_bound)]
+    #[arg(long, value_name = "N|none", value_parser = lock_adapters::parse_pass_bound)]
     pass_bound: Option<u32>,
     /// async-rwsem's `Policy::handoff_timeout`, microseconds: one side of an A/B of the
     /// timeout that serves a parked head. Default: the default policy's.
@@ -62,14 +62,6 @@ struct Args {
     /// `lock_adapters::policy`); --pass-bound and --handoff-us apply on top of it.
     #[arg(long, value_name = "SPEC", value_parser = lock_adapters::parse_policy)]
     policy: Option<async_rwsem::Policy>,
-}
-
-/// `--pass-bound`: a number, or `none` (`u32::MAX`).
-fn parse_pass_bound(s: &str) -> Result<u32, String> {
-    match s.trim() {
-        "none" => Ok(u32::MAX),
-        n => n.parse().map_err(|e| format!("`{n}`: {e}")),
-    }
 }
 
 /// async-rwsem's policy for this run (`--policy`, `--pass-bound`, `--handoff-us`), set once
