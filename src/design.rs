@@ -169,8 +169,8 @@
 //! wait since then is what the pass cost it. A pass that cost more than the handoff
 //! timeout turns both kinds of passing off for the next 255 turns of queued writers:
 //! grants then keep the queue's order, as under `strict_order`, while arrivals may still
-//! steal and spin as before. That took the demo server to 0.98-1.01x tokio's rate with
-//! its `SET` p99 at 0.99-1.12x, and left `compare`'s tiny sections where they were (a
+//! steal and spin as before. That took the demo server from 0.74-0.82x tokio's rate to
+//! 0.89-1.01x (four sets; its `SET` p99 at 0.99-1.12x in the first two), and left `compare`'s tiny sections where they were (a
 //! pass there costs about a microsecond); timing every pass, two clock reads under the
 //! wait lock, had cost the 40+40 shapes 5-6% (`docs/performance.md`, "Passing that pays
 //! for itself").
