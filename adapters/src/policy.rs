@@ -14,6 +14,7 @@
 //! | `handoff-timeout` | a duration, or `never` | `handoff_timeout` (`never`: `Duration::MAX`) |
 //! | `pass-bound` | a number, or `none` | `pass_bound` (`none`: `u32::MAX`) |
 //! | `strict-order` | `true` or `false` | `strict_order` |
+//! | `crowded-handoff` | `true` or `false` | `crowded_handoff` |
 //! | `reader-wake-batch` | a number from 1 | `reader_wake_batch` |
 //!
 //! A duration is a number with a unit, `ns`, `us`, `ms` or `s` (`0` alone is zero), e.g.
@@ -58,6 +59,7 @@ pub fn parse_policy(spec: &str) -> Result<Policy, String> {
             }),
             "pass-bound" => policy.pass_bound(parse_pass_bound(value)?),
             "strict-order" => policy.strict_order(boolean(value)?),
+            "crowded-handoff" => policy.crowded_handoff(boolean(value)?),
             "reader-wake-batch" => {
                 let batch: u32 = number(value)?;
                 if batch == 0 {
@@ -68,7 +70,8 @@ pub fn parse_policy(spec: &str) -> Result<Policy, String> {
             _ => {
                 return Err(format!(
                     "`{name}`: not a policy setting (writer-spin, reader-spin, adaptive-spin, \
-                     writer-yields, handoff-timeout, pass-bound, strict-order, reader-wake-batch)"
+                     writer-yields, handoff-timeout, pass-bound, strict-order, crowded-handoff, \
+                     reader-wake-batch)"
                 ))
             }
         };
@@ -143,11 +146,15 @@ mod tests {
                 .reader_spin(Duration::from_millis(2))
         );
         assert_eq!(
-            parse_policy("handoff-timeout=never,adaptive-spin=false,strict-order=true").unwrap(),
+            parse_policy(
+                "handoff-timeout=never,adaptive-spin=false,strict-order=true,crowded-handoff=false"
+            )
+            .unwrap(),
             Policy::new()
                 .handoff_timeout(Duration::MAX)
                 .adaptive_spin(false)
                 .strict_order(true)
+                .crowded_handoff(false)
         );
         assert_eq!(
             parse_policy("writer-yields=0,reader-wake-batch=2,pass-bound=4").unwrap(),

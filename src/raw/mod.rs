@@ -138,6 +138,7 @@
 //! linked in memory about to be freed and no count half-updated.
 
 pub(crate) mod count;
+mod crowd;
 mod fair;
 pub(crate) mod list;
 pub(crate) mod parking;
@@ -251,6 +252,15 @@ impl RawRwLock {
     #[inline]
     pub(crate) fn policy_strict_order(&self) -> bool {
         self.policy.strict_order()
+    }
+
+    /// Does a release on this thread hand the lock to a head task at every release, though
+    /// the policy's handoff is timed? Under `Policy::crowded_handoff`, on a thread of a
+    /// runtime with more workers than cores ([`crowd`]). A policy load, then (if the rule
+    /// is on) one thread-local read.
+    #[inline]
+    fn crowded_handoff(&self) -> bool {
+        self.policy.crowded_handoff() && self.policy.handoff_timed() && crowd::crowded()
     }
 
     /// How long `who` may spin now, under `cap` (the policy's): the learned budget, or the

@@ -99,6 +99,28 @@ pub struct Policy {
     /// Values from 63 to `u32::MAX - 1` are cut to 62. With handoffs off (a
     /// `handoff_timeout` of `Duration::MAX`) no bound applies but zero's.
     pub pass_bound: u32,
+    /// Whether a tokio runtime with more worker threads than the machine has cores
+    /// (`available_parallelism`) gets a handoff at every release, as under a zero
+    /// [`handoff_timeout`](Policy#structfield.handoff_timeout): while a task heads the
+    /// queue, a release on such a runtime's thread grants it the lock, the queued readers
+    /// are granted in the queue's order (none passes a queued writer), and no writer
+    /// spins past the queue. A release on any other thread (a thread outside tokio, a
+    /// runtime with at most one worker per core) keeps the timed handoff, and so does a
+    /// head that is a parked thread (a blocking acquire: its turn is a wake-up away, which
+    /// is what the timed handoff is for). Each thread answers once, at its first
+    /// contended acquire or release inside a runtime, and keeps the answer (feature
+    /// `tokio`; without it, and with a `handoff_timeout` of zero or `Duration::MAX`, this
+    /// does nothing).
+    ///
+    /// On by default: where workers outnumber cores, a woken head's worker is often not
+    /// running, and the passes made meanwhile cost the queue more than they give the
+    /// passers. On the 2-core machine of the repository's `docs/performance.md` ("Round
+    /// nine"), at 4 and 8 workers, mixed (20% writes) went from 0.91-0.93x tokio's
+    /// throughput to 0.98-1.00x, its writers' p99 wait from 1.4-1.5x tokio's to 1.0x, and
+    /// every shape's p99 waits to 1.0-1.2x tokio's; 240 writers with sections of a few
+    /// nanoseconds, which the passes had put ahead of tokio, fell from 1.05-1.09x to
+    /// 0.93-0.96x. Turn it off where such passing is what your workload wants.
+    pub crowded_handoff: bool,
     /// Dropping a guard that held the lock longer than this emits a `tracing` warning
     /// (features `lock_stat` and `tracing`; see
     /// [`warn_held_longer_than`](Policy::warn_held_longer_than)). `None` (the default):
@@ -126,6 +148,7 @@ impl Policy {
         adaptive_spin: true,
         strict_order: false,
         pass_bound: 1,
+        crowded_handoff: true,
         #[cfg(all(feature = "lock_stat", feature = "tracing"))]
         warn_held_longer_than: None,
         #[cfg(all(feature = "lock_stat", feature = "tracing"))]
@@ -281,6 +304,21 @@ impl Policy {
         self.normalized()
     }
 
+    /// Sets [`crowded_handoff`](Policy#structfield.crowded_handoff).
+    ///
+    /// ```
+    /// use async_rwsem::Policy;
+    ///
+    /// // The timed handoff on every runtime, however many workers it has.
+    /// assert!(!Policy::new().crowded_handoff(false).crowded_handoff);
+    /// assert!(Policy::new().crowded_handoff);
+    /// ```
+    #[must_use]
+    pub const fn crowded_handoff(mut self, on: bool) -> Self {
+        self.crowded_handoff = on;
+        self
+    }
+
     /// Sets [`strict_order`](Policy#structfield.strict_order).
     ///
     /// ```
@@ -391,7 +429,7 @@ impl Default for Policy {
 /// Spin caps are kept to the nanosecond up to 4.29 s (longer caps are cut there); the
 /// handoff timeout to the nanosecond up to 2.1 s, to the microsecond up to 35 minutes
 /// (longer ones are cut there; `Duration::MAX`, never, is kept); `writer_yields` up to
-/// 65,535. [`RwLock::policy`](crate::RwLock::policy) gives back what is stored.
+/// 32,767. [`RwLock::policy`](crate::RwLock::policy) gives back what is stored.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StoredPolicy {
     writer_spin_ns: u32,
@@ -421,6 +459,11 @@ const PASS_SHIFT: u32 = 2;
 /// The stored pass bound of `u32::MAX` (no bound in count).
 const PASS_UNBOUNDED: u8 = 0b11_1111;
 
+/// `StoredPolicy::writer_yields`: `Policy::crowded_handoff`, above the yields.
+const CROWDED_HANDOFF: u16 = 0b1000_0000_0000_0000;
+/// The most writer yields stored (the bits below [`CROWDED_HANDOFF`]).
+const MAX_WRITER_YIELDS: u16 = 0b0111_1111_1111_1111;
+
 /// `handoff` value of `Duration::MAX` (no handoff).
 const HANDOFF_NEVER: u32 = u32::MAX;
 /// `handoff` flag: the rest is microseconds, not nanoseconds.
@@ -433,10 +476,14 @@ impl StoredPolicy {
             writer_spin_ns: saturating_nanos(policy.writer_spin),
             reader_spin_ns: saturating_nanos(policy.reader_spin),
             handoff: encode_handoff(policy.handoff_timeout),
-            writer_yields: if policy.writer_yields > u16::MAX as u32 {
-                u16::MAX
+            writer_yields: if policy.writer_yields > MAX_WRITER_YIELDS as u32 {
+                MAX_WRITER_YIELDS
             } else {
                 policy.writer_yields as u16
+            } | if policy.crowded_handoff {
+                CROWDED_HANDOFF
+            } else {
+                0
             },
             reader_wake_batch: (policy.reader_wake_batch - 1) as u8,
             flags: if policy.adaptive_spin {
@@ -467,6 +514,7 @@ impl StoredPolicy {
             adaptive_spin: self.adaptive_spin(),
             strict_order: self.strict_order(),
             pass_bound: self.pass_bound().unwrap_or(u32::MAX),
+            crowded_handoff: self.crowded_handoff(),
             #[cfg(all(feature = "lock_stat", feature = "tracing"))]
             warn_held_longer_than: threshold(self.warn_held_ns),
             #[cfg(all(feature = "lock_stat", feature = "tracing"))]
@@ -527,7 +575,14 @@ impl StoredPolicy {
 
     #[inline]
     pub(crate) fn writer_yields(&self) -> u32 {
-        u32::from(self.writer_yields)
+        u32::from(self.writer_yields & MAX_WRITER_YIELDS)
+    }
+
+    /// A handoff at every release on a crowded runtime's threads
+    /// ([`Policy::crowded_handoff`]), with a timed handoff: the rule applies.
+    #[inline]
+    pub(crate) fn crowded_handoff(&self) -> bool {
+        self.writer_yields & CROWDED_HANDOFF != 0
     }
 
     #[inline]
@@ -634,7 +689,8 @@ mod tests {
                 .reader_wake_batch(1),
             Policy::new()
                 .writer_spin(Duration::from_secs(4))
-                .writer_yields(65_535)
+                .writer_yields(32_767)
+                .crowded_handoff(false)
                 .handoff_timeout(Duration::MAX)
                 .reader_wake_batch(256)
                 .adaptive_spin(false)
@@ -686,7 +742,7 @@ mod tests {
             stored.writer_spin,
             Duration::from_nanos(u64::from(u32::MAX))
         );
-        assert_eq!(stored.writer_yields, 65_535);
+        assert_eq!(stored.writer_yields, 32_767);
         assert_eq!(stored.reader_wake_batch, 256);
         assert_eq!(Policy::new().pass_bound(63).pass_bound, 62);
         assert_eq!(Policy::new().pass_bound(u32::MAX - 1).pass_bound, 62);

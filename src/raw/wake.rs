@@ -283,7 +283,8 @@ impl RawRwLock {
         if pass_writer {
             batch = batch.min(PASS_WRITER_BATCH);
         }
-        // In a strict order (or with a handoff at every release) the batch is the run of
+        // In a strict order (or with a handoff at every release, as on a crowded runtime's
+        // thread: `Policy::crowded_handoff`) the batch is the run of
         // readers at the head: a waiter the grant cannot take (a writer, an upgradable
         // reader kept out) holds back everyone behind it. (Readers never pass a head
         // writer there: `readers_pass_writer` needs neither.) Otherwise it is taken from
@@ -293,7 +294,8 @@ impl RawRwLock {
         // (`PassCheck`): then no reader passes a queued writer for a while.
         let ordered = self.policy.strict_order()
             || self.policy.handoff_always()
-            || list.pass_check.passing_off();
+            || list.pass_check.passing_off()
+            || self.crowded_handoff();
         let walk = ReaderWalk { ordered };
         let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
@@ -621,6 +623,12 @@ impl RawRwLock {
             return false;
         }
         if self.policy.handoff_always() {
+            return true;
+        }
+        // On a crowded runtime's thread a task at the head is due at every release; a
+        // parked thread keeps the timed handoff (`Policy::crowded_handoff`).
+        // SAFETY: caller's contract (for both reads of the node).
+        if self.crowded_handoff() && !unsafe { node.as_ref().with_inner(|inner| inner.parks) } {
             return true;
         }
         // SAFETY: caller's contract.

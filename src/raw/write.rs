@@ -106,10 +106,10 @@ impl RawRwLock {
 
     /// May a spinner pass the queue? Not under a strict order or a pass bound of zero,
     /// nor when every release hands the lock to the head (then nobody but the head may
-    /// take it).
+    /// take it), as on a crowded runtime's threads (`Policy::crowded_handoff`).
     #[inline]
     pub(super) fn spin_past_queue(&self) -> bool {
-        self.policy.may_pass_queue() && !self.policy.handoff_always()
+        self.policy.may_pass_queue() && !self.policy.handoff_always() && !self.crowded_handoff()
     }
 
     /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
@@ -270,7 +270,9 @@ impl RawRwLock {
             // unless the policy hands the lock over at every release (no clock needed).
             let state = if !first {
                 WriterWaitState::NotFirst
-            } else if self.policy.handoff_always() {
+            } else if self.policy.handoff_always()
+                || self.crowded_handoff() && !super::parking::parks()
+            {
                 WriterWaitState::Handoff
             } else {
                 WriterWaitState::First
@@ -320,7 +322,9 @@ impl RawRwLock {
         state: WriterWaitState,
     ) -> bool {
         if state == WriterWaitState::NotFirst
-            && (self.policy.handoff_always() || !self.policy.may_pass_queue())
+            && (self.policy.handoff_always()
+                || !self.policy.may_pass_queue()
+                || self.crowded_handoff())
         {
             // Handoff at every release, or a strict order: a queued waiter never passes the
             // head, even when it is polled in the instant between a release and its grant

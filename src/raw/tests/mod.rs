@@ -7,6 +7,8 @@
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod bounded_passing;
 #[cfg(not(all(test, async_rwsem_loom)))]
+mod crowded;
+#[cfg(not(all(test, async_rwsem_loom)))]
 mod handoff;
 #[cfg(not(all(test, async_rwsem_loom)))]
 mod panics;

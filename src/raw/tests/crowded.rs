@@ -1,0 +1,179 @@
+//! The handoff at every release on a crowded runtime (`Policy::crowded_handoff`): on a
+//! thread of a tokio runtime with more workers than cores, a release hands the lock to a
+//! head task, the queued readers are granted in the queue's order, and no writer spins
+//! past the queue; on other threads, for a parked head, and with the rule off, the timed
+//! handoff stays.
+//!
+//! One poll at a time (`tokio-test`), from a task on a worker of a runtime with one worker
+//! more than the machine has cores (or as many), with the count word checked after each
+//! step (see `transitions.rs`). The handoff timeout is an hour and the bound in count off,
+//! so that only the crowding can hand the lock over.
+
+use std::time::Duration;
+
+use crate::raw::parking::parking;
+use crate::{Policy, RwLock};
+use tokio_test::task::spawn;
+use tokio_test::{assert_pending, assert_ready};
+
+use crate::raw::tests::support::*;
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Runs `f` in a task on a worker of a multi-thread runtime of `workers` workers.
+fn on_worker(workers: usize, f: fn()) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .build()
+        .unwrap();
+    rt.block_on(async move { tokio::spawn(async move { f() }).await.unwrap() });
+}
+
+/// Queue at once (no spin, no yield), no timed handoff or bound in count here, and the
+/// crowded rule `on` or off.
+fn lock(on: bool) -> RwLock<u32> {
+    RwLock::with_policy(
+        0,
+        queue_at_once()
+            .handoff_timeout(Duration::from_secs(3600))
+            .pass_bound(u32::MAX)
+            .crowded_handoff(on),
+    )
+}
+
+#[test]
+fn the_rule_is_on_by_default_and_off_in_fifo_where_every_release_hands_off() {
+    assert!(Policy::new().crowded_handoff);
+    assert!(Policy::fifo().handoff_timeout.is_zero());
+}
+
+/// On a crowded runtime the release grants the head writer; a reader arriving before its
+/// task runs queues behind it.
+fn crowded_release_grants_the_head() {
+    let _lockdep = lockdep_off();
+    let l = lock(true);
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    drop(w1);
+    assert!(w2.is_woken());
+    assert_eq!(
+        l.raw.count_word(),
+        W | PENDING,
+        "granted at the release, its task not yet run"
+    );
+    let mut r = spawn(l.read());
+    assert_pending!(r.poll());
+    assert_eq!(l.raw.count_word(), W | PENDING | WAITERS);
+    let g = assert_ready!(w2.poll());
+    assert_eq!(l.raw.count_word(), W | WAITERS);
+    drop(g);
+    assert!(r.is_woken());
+    drop(assert_ready!(r.poll()));
+    assert_idle(&l);
+}
+
+/// With the rule off (or on a runtime that is not crowded, or for a parked head) the
+/// release only wakes the head writer, and a reader arriving before it runs steals the
+/// free lock past it. `park` polls the head as a blocking acquire would.
+fn release_wakes_the_head_and_a_reader_steals(l: RwLock<u32>, park: bool) {
+    let _lockdep = lockdep_off();
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    if park {
+        assert_pending!(parking(|| w2.poll()));
+    } else {
+        assert_pending!(w2.poll());
+    }
+    drop(w1);
+    assert!(w2.is_woken());
+    assert_eq!(l.raw.count_word(), WAITERS, "woken, not granted");
+    let r = assert_ready!(spawn(l.read()).poll());
+    assert_eq!(
+        l.raw.count_word(),
+        R | WAITERS,
+        "the reader passed the head"
+    );
+    drop(r);
+    let g = assert_ready!(w2.poll());
+    drop(g);
+    assert_idle(&l);
+}
+
+/// A writer queued between two readers: on a crowded runtime the release that frees the
+/// lock grants the first reader alone (the queue's order); the second waits for the
+/// writer. With the rule off both readers are granted, past the writer.
+fn readers_granted_in_order(on: bool) {
+    let _lockdep = lockdep_off();
+    let l = lock(on);
+    let w1 = l.try_write().unwrap();
+    let mut r1 = spawn(l.read());
+    assert_pending!(r1.poll());
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    let mut r3 = spawn(l.read());
+    assert_pending!(r3.poll());
+    drop(w1);
+    assert!(r1.is_woken());
+    let g1 = assert_ready!(r1.poll());
+    if on {
+        assert!(!r3.is_woken(), "the second reader waits for the writer");
+        assert_eq!(l.raw.count_word(), R | WAITERS);
+        assert_eq!(l.raw.queue_len(), 2);
+        drop(g1);
+        let g2 = assert_ready!(w2.poll());
+        drop(g2);
+        drop(assert_ready!(r3.poll()));
+    } else {
+        assert!(r3.is_woken(), "the second reader passed the writer");
+        let g3 = assert_ready!(r3.poll());
+        assert_eq!(l.raw.queue_len(), 1);
+        drop(g1);
+        drop(g3);
+        drop(assert_ready!(w2.poll()));
+    }
+    assert_idle(&l);
+}
+
+#[test]
+fn on_a_crowded_runtime_a_release_grants_the_head_task() {
+    on_worker(cores() + 1, crowded_release_grants_the_head);
+}
+
+#[test]
+fn on_a_crowded_runtime_readers_do_not_pass_a_queued_writer() {
+    on_worker(cores() + 1, || readers_granted_in_order(true));
+}
+
+#[test]
+fn with_the_rule_off_readers_pass_a_queued_writer() {
+    on_worker(cores() + 1, || readers_granted_in_order(false));
+}
+
+#[test]
+fn with_the_rule_off_a_crowded_runtime_keeps_the_timed_handoff() {
+    on_worker(cores() + 1, || {
+        release_wakes_the_head_and_a_reader_steals(lock(false), false)
+    });
+}
+
+#[test]
+fn a_runtime_with_a_worker_per_core_keeps_the_timed_handoff() {
+    on_worker(cores(), || {
+        release_wakes_the_head_and_a_reader_steals(lock(true), false)
+    });
+}
+
+#[test]
+fn outside_a_runtime_the_timed_handoff_stays() {
+    release_wakes_the_head_and_a_reader_steals(lock(true), false);
+}
+
+#[test]
+fn a_parked_head_keeps_the_timed_handoff_on_a_crowded_runtime() {
+    on_worker(cores() + 1, || {
+        release_wakes_the_head_and_a_reader_steals(lock(true), true)
+    });
+}
