@@ -96,7 +96,8 @@
 //! readers and a writer (with every queued reader granted, writers fell to 4% of the
 //! operations of mixed-40-40; with none passing, readers to 9-11%). Under
 //! [`Policy::fifo`](crate::Policy::fifo) (or a zero handoff timeout) none of this applies:
-//! nobody passes the queue.
+//! nobody passes the queue; nor on a crowded runtime's threads (below) while a task heads
+//! it.
 //!
 //! **Bounded passing.** Passing the queue is bounded in count as well as in time. While
 //! anyone waits, each pass (a reader's steal or spin won while a writer heads the queue,
@@ -134,7 +135,7 @@
 //! meanwhile lengthened the queue's waits more than they added to the throughput. At 4 and 8 workers on 2 cores (three sets of 5 interleaved rounds) mixed
 //! ran at 0.91-0.93x tokio's throughput with the writers' p99 wait 1.4-1.5x tokio's, and
 //! at 0.98-1.00x with 1.0x under the rule, 8% more in every set; every shape's p99 waits
-//! came to 1.0-1.2x tokio's (from up to 1.6x). What it costs is the passes' lead where
+//! came to 0.8-1.2x tokio's (from up to 1.6x). What it costs is the passes' lead where
 //! they were ahead: writers-240-tiny went from 1.05-1.09x tokio to 0.93-0.96x, and
 //! randomrw-8-8 lost up to 14% (to 1.09-1.24x); the rest moved within the noise
 //! (`docs/performance.md`, "Round nine"). With a worker per core the timed handoff

@@ -117,7 +117,7 @@ pub struct Policy {
     /// passers. On the 2-core machine of the repository's `docs/performance.md` ("Round
     /// nine"), at 4 and 8 workers, mixed (20% writes) went from 0.91-0.93x tokio's
     /// throughput to 0.98-1.00x, its writers' p99 wait from 1.4-1.5x tokio's to 1.0x, and
-    /// every shape's p99 waits to 1.0-1.2x tokio's; 240 writers with sections of a few
+    /// every shape's p99 waits to 0.8-1.2x tokio's; 240 writers with sections of a few
     /// nanoseconds, which the passes had put ahead of tokio, fell from 1.05-1.09x to
     /// 0.93-0.96x. Turn it off where such passing is what your workload wants.
     pub crowded_handoff: bool,
