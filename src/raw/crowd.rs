@@ -13,6 +13,13 @@
 //! No lock, no allocation, no foreign code: it may run under the wait lock.
 //!
 //! Without the `tokio` feature, and in the loom models, no thread is crowded.
+//!
+//! The rule adds no state to the count word or the queue: a crowded thread's release
+//! treats the head task as due a handoff (as when its timeout has run out, which the loom
+//! models explore with the clock as an input, at any release), grants queued readers in
+//! order (as a vetoed pass check or a strict order does) and does not spin past the queue
+//! (as with a pass bound of zero). Threads that answer differently on one lock are a
+//! head whose timeout runs out at some releases and not at others.
 
 #[cfg(all(feature = "tokio", not(all(test, async_rwsem_loom))))]
 mod detect {
