@@ -51,6 +51,7 @@ fn the_rule_is_on_by_default_and_off_in_fifo_where_every_release_hands_off() {
 
 /// On a crowded runtime the release grants the head writer; a reader arriving before its
 /// task runs queues behind it.
+#[cfg(feature = "tokio")]
 fn crowded_release_grants_the_head() {
     let _lockdep = lockdep_off();
     let l = lock(true);
@@ -137,14 +138,26 @@ fn readers_granted_in_order(on: bool) {
     assert_idle(&l);
 }
 
+#[cfg(feature = "tokio")]
 #[test]
 fn on_a_crowded_runtime_a_release_grants_the_head_task() {
     on_worker(cores() + 1, crowded_release_grants_the_head);
 }
 
+#[cfg(feature = "tokio")]
 #[test]
 fn on_a_crowded_runtime_readers_do_not_pass_a_queued_writer() {
     on_worker(cores() + 1, || readers_granted_in_order(true));
+}
+
+/// Without the `tokio` feature no runtime is crowded: the rule never applies.
+#[cfg(not(feature = "tokio"))]
+#[test]
+fn without_tokio_a_crowded_runtime_keeps_the_timed_handoff() {
+    on_worker(cores() + 1, || {
+        release_wakes_the_head_and_a_reader_steals(lock(true), false)
+    });
+    on_worker(cores() + 1, || readers_granted_in_order(false));
 }
 
 #[test]
