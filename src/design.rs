@@ -126,22 +126,23 @@
 //! half). A task's turn costs a poll on a worker that is running anyway.
 //!
 //! **A crowded runtime** (a tokio runtime with more worker threads than the machine has
-//! cores: `Policy::crowded_handoff`, on by default) gets the handoff at every release
-//! while a task heads the queue: a release on such a runtime's thread grants the head,
-//! the queued readers are granted in the queue's order, and no writer spins past the
-//! queue (so what remains of passing there is a free lock taken in the instant before a
-//! release's grant, and the fast paths while nobody waits). Its workers take turns on the
-//! cores, so a woken head often waits for its worker to be scheduled, and the passes made
-//! meanwhile lengthened the queue's waits more than they added to the throughput. At 4 and 8 workers on 2 cores (three sets of 5 interleaved rounds) mixed
-//! ran at 0.91-0.93x tokio's throughput with the writers' p99 wait 1.4-1.5x tokio's, and
-//! at 0.98-1.00x with 1.0x under the rule, 8% more in every set; every shape's p99 waits
-//! came to 0.8-1.2x tokio's (from up to 1.6x). What it costs is the passes' lead where
-//! they were ahead: writers-240-tiny went from 1.05-1.09x tokio to 0.93-0.96x, and
-//! randomrw-8-8 lost up to 14% (to 1.09-1.24x); the rest moved within the noise
-//! (`docs/performance.md`, "Round nine"). With a worker per core the timed handoff
-//! measured as well (the every-release handoff was 5-8% behind it in mixed and sysfs at
-//! 2 workers), and parked heads keep it for the reason above. The answer is one
-//! thread-local byte per thread, read on the slow paths only.
+//! cores: `Policy::crowded_handoff`, on by default) gets the handoff at every release while
+//! a task heads the queue: a release on such a runtime's thread grants the head, the queued
+//! readers are granted in the queue's order, and no writer spins past the queue (so what
+//! remains of passing there is a free lock taken in the instant before a release's grant,
+//! and the fast paths while nobody waits). Its workers take turns on the cores, so a woken
+//! head often waits for its worker to be scheduled, and the passes made meanwhile
+//! lengthened the queue's waits more than they added to the throughput. At 4 and 8 workers
+//! on 2 cores (three sets of 5 interleaved rounds) mixed ran at 0.91-0.93x tokio's
+//! throughput with the writers' p99 wait 1.4-1.5x tokio's, and at 0.98-1.00x with 1.0x
+//! under the rule, 8% more in every set; every shape's p99 waits came to 0.8-1.2x tokio's
+//! (from up to 1.6x). What it costs is the passes' lead where they were ahead:
+//! writers-240-tiny went from 1.05-1.09x tokio to 0.93-0.96x, and randomrw-8-8 lost up to
+//! 14% (to 1.09-1.24x); the rest moved within the noise (`docs/performance.md`, "Round
+//! nine"). With a worker per core the timed handoff measured as well (the every-release
+//! handoff was 5-8% behind it in mixed and sysfs at 2 workers), and parked heads keep it
+//! for the reason above. The answer is one thread-local byte per thread, read on the slow
+//! paths only.
 //!
 //! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
 //! records when it queued; once the head of the queue has waited longer than the policy's

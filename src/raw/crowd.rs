@@ -93,20 +93,7 @@ pub(crate) fn crowded() -> bool {
 mod tests {
     use super::crowded;
     use super::detect::crowded_by;
-
-    fn cores() -> usize {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    }
-
-    /// Runs `f` on a worker of a multi-thread runtime of `workers` workers, on a thread
-    /// of its own each time (the answer is kept per thread).
-    fn on_worker(workers: usize, f: fn() -> bool) -> bool {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .build()
-            .unwrap();
-        rt.block_on(async move { tokio::spawn(async move { f() }).await.unwrap() })
-    }
+    use crate::raw::tests::support::{cores, on_worker};
 
     #[test]
     fn more_workers_than_cores_is_crowded() {

@@ -18,19 +18,6 @@ use tokio_test::{assert_pending, assert_ready};
 
 use crate::raw::tests::support::*;
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
-/// Runs `f` in a task on a worker of a multi-thread runtime of `workers` workers.
-fn on_worker(workers: usize, f: fn()) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .build()
-        .unwrap();
-    rt.block_on(async move { tokio::spawn(async move { f() }).await.unwrap() });
-}
-
 /// Queue at once (no spin, no yield), no timed handoff or bound in count here, and the
 /// crowded rule `on` or off.
 fn lock(on: bool) -> RwLock<u32> {
@@ -188,5 +175,95 @@ fn outside_a_runtime_the_timed_handoff_stays() {
 fn a_parked_head_keeps_the_timed_handoff_on_a_crowded_runtime() {
     on_worker(cores() + 1, || {
         release_wakes_the_head_and_a_reader_steals(lock(true), true)
+    });
+}
+
+/// A waker whose `wake` panics (foreign code), counting its wakes first.
+#[cfg(feature = "tokio")]
+struct PanickingWake(std::sync::atomic::AtomicUsize);
+
+#[cfg(feature = "tokio")]
+impl std::task::Wake for PanickingWake {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        panic!("Waker::wake panics");
+    }
+}
+
+/// Polls `fut` once with a waker whose `wake` panics; returns the waker's state.
+#[cfg(feature = "tokio")]
+fn poll_with_panicking_waker<F: std::future::Future>(
+    fut: std::pin::Pin<&mut F>,
+) -> (std::sync::Arc<PanickingWake>, std::task::Poll<F::Output>) {
+    let probe = std::sync::Arc::new(PanickingWake(Default::default()));
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&probe));
+    let poll = fut.poll(&mut std::task::Context::from_waker(&waker));
+    (probe, poll)
+}
+
+/// The release's grant on a crowded runtime wakes the head writer after the wait lock is
+/// released (the grant is the timed handoff's, taken at every release here); a panicking
+/// wake unwinds out of the release and leaves the writer owning the lock, granted: its
+/// next poll completes.
+#[cfg(feature = "tokio")]
+#[test]
+fn on_a_crowded_runtime_a_panicking_wake_of_the_granted_head_leaves_it_the_lock() {
+    on_worker(cores() + 1, || {
+        let _lockdep = lockdep_off();
+        let l = lock(true);
+        let w1 = l.try_write().unwrap();
+        let mut w2 = std::pin::pin!(l.write());
+        let (probe, poll) = poll_with_panicking_waker(w2.as_mut());
+        assert!(poll.is_pending());
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(w1))).is_err();
+        assert!(unwound, "the release ran the panicking wake");
+        assert_eq!(probe.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(l.raw.count_word(), W | PENDING, "the grant was kept");
+        let mut r = spawn(l.read());
+        assert_pending!(r.poll());
+        let g = assert_ready!(spawn(w2).poll());
+        drop(g);
+        assert!(r.is_woken());
+        drop(assert_ready!(r.poll()));
+        assert_idle(&l);
+    });
+}
+
+/// The same with the queued readers granted in order: the head reader's wake panics; it
+/// holds its read lock, the reader queued behind the writer is still queued, and the
+/// queue then runs in order.
+#[cfg(feature = "tokio")]
+#[test]
+fn on_a_crowded_runtime_a_panicking_wake_of_a_granted_reader_keeps_the_order() {
+    on_worker(cores() + 1, || {
+        let _lockdep = lockdep_off();
+        let l = lock(true);
+        let w1 = l.try_write().unwrap();
+        let mut r1 = std::pin::pin!(l.read());
+        let (probe, poll) = poll_with_panicking_waker(r1.as_mut());
+        assert!(poll.is_pending());
+        let mut w2 = spawn(l.write());
+        assert_pending!(w2.poll());
+        let mut r3 = spawn(l.read());
+        assert_pending!(r3.poll());
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(w1))).is_err();
+        assert!(unwound, "the release ran the panicking wake");
+        assert_eq!(probe.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(
+            l.raw.count_word(),
+            R | WAITERS,
+            "the head reader holds its grant"
+        );
+        assert_eq!(l.raw.queue_len(), 2);
+        assert!(!r3.is_woken());
+        let g1 = assert_ready!(spawn(r1).poll());
+        drop(g1);
+        drop(assert_ready!(w2.poll()));
+        drop(assert_ready!(r3.poll()));
+        assert_idle(&l);
     });
 }

@@ -67,6 +67,25 @@ pub(crate) mod support {
             .handoff_timeout(Duration::MAX)
     }
 
+    /// The machine's cores, as the lock's crowding rule counts them
+    /// (`Policy::crowded_handoff`).
+    #[cfg(not(async_rwsem_loom))]
+    pub(crate) fn cores() -> usize {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    }
+
+    /// Runs `f` in a task on a worker of a new multi-thread runtime of `workers` workers
+    /// (a thread of its own each time: the crowding answer is kept per thread), and
+    /// returns what it returned.
+    #[cfg(not(async_rwsem_loom))]
+    pub(crate) fn on_worker<T: Send + 'static>(workers: usize, f: fn() -> T) -> T {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .build()
+            .unwrap();
+        rt.block_on(async move { tokio::spawn(async move { f() }).await.unwrap() })
+    }
+
     /// The downgrade scenario: behind a write lock `w` of `lock` a reader, a writer and a
     /// reader queue; `downgrade(w)` turns the write lock into a read lock and returns
     /// what now holds it. Both readers are granted with it (the writer between them does
