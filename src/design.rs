@@ -127,22 +127,26 @@
 //!
 //! **A crowded runtime** (a tokio runtime with more worker threads than the machine has
 //! cores: `Policy::crowded_handoff`, on by default) gets the handoff at every release while
-//! a task heads the queue: a release on such a runtime's thread grants the head, the queued
-//! readers are granted in the queue's order, and no writer spins past the queue (so what
-//! remains of passing there is a free lock taken in the instant before a release's grant,
-//! and the fast paths while nobody waits). Its workers take turns on the cores, so a woken
-//! head often waits for its worker to be scheduled, and the passes made meanwhile
-//! lengthened the queue's waits more than they added to the throughput. At 4 and 8 workers
-//! on 2 cores (three sets of 5 interleaved rounds) mixed ran at 0.91-0.93x tokio's
-//! throughput with the writers' p99 wait 1.4-1.5x tokio's, and at 0.98-1.00x with 1.0x
-//! under the rule, 8% more in every set; every shape's p99 waits came to 0.8-1.2x tokio's
-//! (from up to 1.6x). What it costs is the passes' lead where they were ahead:
-//! writers-240-tiny went from 1.05-1.09x tokio to 0.93-0.96x, and randomrw-8-8 lost up to
-//! 14% (to 1.09-1.24x); the rest moved within the noise (`docs/performance.md`, "Round
-//! nine"). With a worker per core the timed handoff measured as well (the every-release
-//! handoff was 5-8% behind it in mixed and sysfs at 2 workers), and parked heads keep it
-//! for the reason above. The answer is one thread-local byte per thread, read on the slow
-//! paths only.
+//! a task heads a queue that holds a reader: a release on such a runtime's thread grants
+//! the head, the queued readers are granted in the queue's order, and no writer spins past
+//! the queue (so what remains of passing there is a free lock taken in the instant before
+//! a release's grant, and the fast paths while nobody waits). Its workers take turns on
+//! the cores, so a woken head often waits for its worker to be scheduled, and the passes
+//! made meanwhile lengthened the queue's waits more than they added to the throughput. At
+//! 4 and 8 workers on 2 cores (three sets of 5 interleaved rounds) mixed ran at
+//! 0.91-0.93x tokio's throughput with the writers' p99 wait 1.4-1.5x tokio's, and at
+//! 0.98-1.00x with 1.0x under the rule, 8% more in every set; every shape's p99 waits came
+//! to 0.8-1.2x tokio's (from up to 1.6x). A queue of writers alone keeps the timed handoff
+//! and its spinners: there the lead is the spinners', which keep a lock of tiny sections
+//! busy while the woken head waits for its worker (writers-240-tiny at 0.98-1.08x tokio
+//! with them in four sets, 0.81-0.86x with the handoff at every release in the same
+//! rounds, 0.64x with the timed handoff but no spinner past the queue). The spinner learns whether a reader is queued from `READER_QUEUED`, a bit of
+//! the count word the wait lock's release keeps in step with the list. The rule's cost
+//! that stays is randomrw-8-8's (up to 14%, to 1.09-1.24x, in round nine's sets; see
+//! `docs/performance.md`, "Round nine" and "Round ten"). With a worker per core the timed
+//! handoff measured as well (the every-release handoff was 5-8% behind it in mixed and
+//! sysfs at 2 workers), and parked heads keep it for the reason above. The answer is one
+//! thread-local byte per thread, read on the slow paths only.
 //!
 //! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
 //! records when it queued; once the head of the queue has waited longer than the policy's
@@ -268,4 +272,4 @@
 //! | `reader_spin` (the cap of the learned budget) | short mixed sections, writers leave quickly | readers should queue (the kernel dropped reader spinning in 5.11); `ZERO` turns it off |
 //! | `strict_order` ([`Policy::fifo`](crate::Policy::fifo)) | code relies on tokio's first-come-first-served order | throughput matters (stealing is off) |
 //! | `pass_bound` | throughput matters more than the queued tasks' tail (`u32::MAX`: no bound in count) | queued tasks wait too long behind running ones; `0`: nobody passes a non-empty queue |
-//! | `crowded_handoff` (on or off) | on (the default): a runtime with more workers than cores, where queued tasks' tails matter | off: passing wins on your workload even with workers taking turns on the cores (writers-240-tiny lost 10-16% to the rule at 4 and 8 workers, randomrw-8-8 up to 14%) |
+//! | `crowded_handoff` (on or off) | on (the default): a runtime with more workers than cores, where queued tasks' tails matter | off: readers passing queued writers wins on your workload even with workers taking turns on the cores (randomrw-8-8 lost up to 14% to the rule at 4 and 8 workers) |

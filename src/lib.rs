@@ -100,10 +100,11 @@
 //!   turn after every pass would pay for each operation.
 //! - `handoff_timeout`: shorter is fairer and slower; `Duration::ZERO` hands the lock to
 //!   the head at every release.
-//! - `crowded_handoff`: on a tokio runtime with more worker threads than cores, a head
-//!   task is handed the lock at every release, as with a zero timeout (on by default; a
-//!   woken task there often waits for its worker to be scheduled, and passing it cost more
-//!   than it gave). Threads outside such a runtime, and parked heads, keep the timeout.
+//! - `crowded_handoff`: on a tokio runtime with more worker threads than cores, while
+//!   readers are queued, a head task is handed the lock at every release, as with a zero
+//!   timeout (on by default; a woken task there often waits for its worker to be
+//!   scheduled, and passing it cost more than it gave). A queue of writers alone, threads
+//!   outside such a runtime, and parked heads keep the timeout.
 //! - `writer_spin`, `reader_spin` and `writer_yields`: how long a task spins, and how often
 //!   a writer yields, before it queues; the spin budgets are learned up to these caps, so
 //!   sections that await stop paying for spins.
@@ -131,7 +132,7 @@
 //!   `default-features = false` an acquire never yields to tokio's scheduler.
 //! - **Order**: arrivals may pass queued waiters, once between two turns of the queue
 //!   (`Policy::pass_bound`) and until the handoff timeout (on a runtime with more workers
-//!   than cores, not past a queued task: `Policy::crowded_handoff`); tokio serves
+//!   than cores, not past a queue that holds a reader: `Policy::crowded_handoff`); tokio serves
 //!   strictly in arrival order, as [`Policy::fifo()`] does (`tests/fifo.rs` runs tokio's
 //!   own `RwLock` tests against it, and against the default policy, where the two that
 //!   assert the queue's order see a reader pass a pending writer once). A writer that finds the lock held spins; behind a writer it

@@ -2,17 +2,18 @@
 //! kernel encodes `rw_semaphore::count` (`kernel/locking/rwsem.c`).
 //!
 //! ```text
-//!  usize::BITS-1          8   7..6    5         4         3          2         1         0
-//! +---------------+-----------+------+---------+---------+----------+---------+---------+---------------+
-//! | READ_FAIL     | readers   | rsvd | WQUEUED | PENDING | UPGRADBL | HANDOFF | WAITERS | WRITER_LOCKED |
-//! +---------------+-----------+------+---------+---------+----------+---------+---------+---------------+
+//!  usize::BITS-1          8   7      6         5         4         3          2         1         0
+//! +---------------+-----------+------+---------+---------+---------+----------+---------+---------+---------------+
+//! | READ_FAIL     | readers   | rsvd | RQUEUED | WQUEUED | PENDING | UPGRADBL | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +---------------+-----------+------+---------+---------+---------+----------+---------+---------+---------------+
 //! ```
 //!
 //! Invariants (checked by the tests and the loom models):
-//! - `WAITERS`, `HANDOFF` and `WRITER_QUEUED` change only while the wait lock is held;
-//!   whenever it is released, `WAITERS` is set exactly when the wait list is not empty,
-//!   `HANDOFF` implies `WAITERS`, and `WRITER_QUEUED` is set exactly when a writer or an
-//!   upgrade is linked in it.
+//! - `WAITERS`, `HANDOFF`, `WRITER_QUEUED` and `READER_QUEUED` change only while the wait
+//!   lock is held; whenever it is released, `WAITERS` is set exactly when the wait list is
+//!   not empty, `HANDOFF` implies `WAITERS`, `WRITER_QUEUED` is set exactly when a writer
+//!   or an upgrade is linked in it, and `READER_QUEUED` exactly when a reader or an
+//!   upgradable reader is.
 //! - `WRITER_LOCKED` set means exactly one writer owns the lock, and then the reader
 //!   count holds only transient biases of readers on their way to the wait queue.
 //! - The idle value, unlocked with nobody waiting, is `0`.
@@ -28,7 +29,8 @@
 //! | `WAITERS` | the first waiter to queue, under the wait lock: `read.rs` `read_queue`, `write.rs` `write_queue`, `upgradable.rs` `upgradable_queue` and `upgrade_queue` | `wake.rs`: `queued_write_lock` (the last waiter takes the lock), `mark_wake` (every waiter granted); `waiter.rs` `unlink_waiting` (the last waiter leaves: a cancel or a stopped upgrade) |
 //! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgradable.rs` `upgrade_queue` (the upgrade queues at the head); `fair.rs` `handoff_to_head` (an owner's `unlock_fair`, just before its release, with waiters queued) and `handoff_to_head_locked` (a pass of the queue that reaches `Policy::pass_bound`, unless the head is a parked thread: `bound_reached`, from `writer_passed_queue`, `queued_writer_passed`, `reader_passed_queue`); `wake.rs` `mark_wake` for a head writer that queued readers pass once | `wake.rs`: `queued_write_lock` (the head takes the write lock; an upgrade served ahead of a head already due the handoff leaves it set for that head), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `unlink_waiting` (the list empties; otherwise the next head inherits the bit) |
 //! | `OWNER_PENDING` | `wake.rs` `wake_writer` (in the one CAS that sets `WRITER_LOCKED`, granting a woken head writer at a release: `queued_write_lock`) | `waiter.rs`: the granted writer's next poll (`LockFuture::poll`, or `poll_slow`), or `cancel` before it releases a grant it never polled |
-//! | `WRITER_QUEUED` | the first writer or upgrade to queue, under the wait lock: `write.rs` `write_queue`, `upgradable.rs` `upgrade_queue` | `mod.rs` `WaitLock`'s release (`sync_writer_queued`), once no writer or upgrade is linked |
+//! | `WRITER_QUEUED` | the first writer or upgrade to queue, under the wait lock: `write.rs` `write_queue`, `upgradable.rs` `upgrade_queue` | `mod.rs` `WaitLock`'s release (`sync_queued`), once no writer or upgrade is linked |
+//! | `READER_QUEUED` | `mod.rs` `WaitLock`'s release (`sync_queued`), when a reader or upgradable reader is linked | `mod.rs` `WaitLock`'s release (`sync_queued`), once none is |
 //! | `UPGRADABLE` | `upgradable.rs` `try_upgradable_read`, `downgrade_to_upgradable`; `wake.rs` `mark_wake` (a queued upgradable reader granted) | `upgradable.rs` `unlock_upgradable`, `downgrade_upgradable`, `try_upgrade`; `wake.rs` `queued_write_lock` (the upgrade trades it in); `waiter.rs` `cancel` (a dropped upgrade) |
 //!
 //! Reader biases are added by every arriving reader (`read.rs` `read_fast`, taken back by
@@ -71,9 +73,16 @@ pub(crate) const OWNER_PENDING: usize = 0b0001_0000;
 /// `WAITERS` cannot say it: it is set for queued readers too.
 pub(crate) const WRITER_QUEUED: usize = 0b0010_0000;
 
-/// Bits 6 and 7 are free.
+/// A reader or an upgradable reader is linked in the wait list. Changed only under the
+/// wait lock, and only at its release (`sync_queued`): set there when a reader is linked,
+/// cleared when none is (see the table above). No fast path looks at it: it is the
+/// spinner's hint of the crowded runtime's rule (`Policy::crowded_handoff`), which hands the
+/// lock to the head at every release only while readers are queued.
+pub(crate) const READER_QUEUED: usize = 0b0100_0000;
+
+/// Bit 7 is free.
 #[allow(dead_code)] // documents the layout.
-pub(crate) const RESERVED: usize = 0b1100_0000;
+pub(crate) const RESERVED: usize = 0b1000_0000;
 
 /// Shift of the reader count.
 pub(crate) const READER_SHIFT: u32 = 8;
@@ -114,6 +123,7 @@ mod tests {
             UPGRADABLE,
             OWNER_PENDING,
             WRITER_QUEUED,
+            READER_QUEUED,
             RESERVED,
             READER_MASK,
         ];

@@ -14,12 +14,16 @@
 //!
 //! Without the `tokio` feature, and in the loom models, no thread is crowded.
 //!
-//! The rule adds no state to the count word or the queue: a crowded thread's release
-//! treats the head task as due a handoff (as when its timeout has run out, which the loom
-//! models explore with the clock as an input, at any release), grants queued readers in
-//! order (as a vetoed pass check or a strict order does) and does not spin past the queue
-//! (as with a pass bound of zero). Threads that answer differently on one lock are a
-//! head whose timeout runs out at some releases and not at others.
+//! The rule applies while a reader is queued (a queue of writers alone keeps its
+//! spinners: `Policy::crowded_handoff`), which the wait list says under the wait lock and
+//! the count word's `READER_QUEUED` says to a spinner. Beyond that bit, kept in step with
+//! the list at every release of the wait lock (and checked there in the tests and the
+//! loom models), it adds no state: a crowded thread's release treats the head task as due
+//! a handoff (as when its timeout has run out, which the loom models explore with the
+//! clock as an input, at any release), grants queued readers in order (as a vetoed pass
+//! check or a strict order does) and does not spin past the queue (as with a pass bound
+//! of zero). Threads that answer differently on one lock are a head whose timeout runs
+//! out at some releases and not at others.
 
 #[cfg(all(feature = "tokio", not(all(test, async_rwsem_loom))))]
 mod detect {

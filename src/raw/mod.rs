@@ -111,7 +111,7 @@
 //! 2. `with_wait_list` takes the wait lock and lends a `WakeList` that collects the wakers.
 //! 3. `mark_wake` runs `mark_wake_once` again while a check bias hid a freed `max_readers`
 //!    slot.
-//! 4. The wait lock's release syncs `WRITER_QUEUED` (`sync_writer_queued`). Only then does
+//! 4. The wait lock's release syncs `WRITER_QUEUED` (`sync_queued`). Only then does
 //!    `WakeList::wake_all` call every waker, even when one of them panics.
 //!
 //! **A cancel** (a pending acquire dropped).
@@ -126,10 +126,10 @@
 //! # Invariants
 //!
 //! The count word's are in [`count`], the wait list's and the nodes' in [`list`]. The
-//! ones that tie them together: `WAITERS`, `HANDOFF` and `WRITER_QUEUED` change only
-//! under the wait lock; under it `WAITERS` is set exactly when the list is not empty (and
-//! `WRITER_QUEUED`, at each release of the wait lock, exactly when a writer or an upgrade
-//! is in it); every release that leaves
+//! ones that tie them together: `WAITERS`, `HANDOFF`, `WRITER_QUEUED` and `READER_QUEUED`
+//! change only under the wait lock; under it `WAITERS` is set exactly when the list is not
+//! empty (and `WRITER_QUEUED`, at each release of the wait lock, exactly when a writer or
+//! an upgrade is in it, `READER_QUEUED` when a reader is); every release that leaves
 //! the lock free (or, for a writer or an upgradable reader, any release; or a reader's
 //! release that leaves only a pending upgrader, or frees a `max_readers` slot) with
 //! `WAITERS` set calls [`RawRwLock::wake`], so a waiter is never left asleep beside a
@@ -162,8 +162,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use self::count::{
-    HANDOFF, LOCK_MASK, OWNER_PENDING, READER_SHIFT, READ_FAIL, RESERVED, UPGRADABLE, WAITERS,
-    WRITER_LOCKED, WRITER_QUEUED,
+    HANDOFF, LOCK_MASK, OWNER_PENDING, READER_QUEUED, READER_SHIFT, READ_FAIL, RESERVED,
+    UPGRADABLE, WAITERS, WRITER_LOCKED, WRITER_QUEUED,
 };
 use self::list::{WaitList, WaiterKind, WakeList};
 use self::policy::{Policy, StoredPolicy};
@@ -255,12 +255,26 @@ impl RawRwLock {
     }
 
     /// Does a release on this thread hand the lock to a head task at every release, though
-    /// the policy's handoff is timed? Under `Policy::crowded_handoff`, on a thread of a
-    /// runtime with more workers than cores ([`crowd`]). A policy load, then (if the rule
-    /// is on) one thread-local read.
+    /// the policy's handoff is timed? Under `Policy::crowded_handoff`, while a reader is
+    /// queued in `list` (the locked wait list), on a thread of a runtime with more workers
+    /// than cores ([`crowd`]). A look at the list, a policy load, then (if the rule is on)
+    /// one thread-local read.
     #[inline]
-    fn crowded_handoff(&self) -> bool {
-        self.policy.crowded_handoff() && self.policy.handoff_timed() && crowd::crowded()
+    fn crowded_handoff(&self, list: &WaitList) -> bool {
+        list.first_reader().is_some()
+            && self.policy.crowded_handoff()
+            && self.policy.handoff_timed()
+            && crowd::crowded()
+    }
+
+    /// As [`crowded_handoff`](Self::crowded_handoff), without the wait lock: the readers'
+    /// presence from [`READER_QUEUED`] (a snapshot, as of the last release of the wait lock).
+    #[inline]
+    fn crowded_handoff_hint(&self) -> bool {
+        self.count.load(Relaxed) & READER_QUEUED != 0
+            && self.policy.crowded_handoff()
+            && self.policy.handoff_timed()
+            && crowd::crowded()
     }
 
     /// How long `who` may spin now, under `cap` (the policy's): the learned budget, or the
@@ -356,18 +370,34 @@ impl RawRwLock {
             list.has_writer(),
             "WRITER_QUEUED must be set exactly when a writer or upgrade is queued (count {count:#x})"
         );
+        assert_eq!(
+            count & READER_QUEUED != 0,
+            list.first_reader().is_some(),
+            "READER_QUEUED must be set exactly when a reader is queued (count {count:#x})"
+        );
     }
 
-    /// Clears [`WRITER_QUEUED`] if it is set and no writer or upgrade is linked any more:
-    /// at every release of the wait lock ([`WaitLock`]), so that no path that unlinks a
-    /// waiter (a grant, a queued writer taking the lock, a cancel, a stopped upgrade)
-    /// has to. Setting it is the queueing writer's (`write_queue`, `upgrade_queue`). Costs
-    /// a load per release of the wait lock (the list counts its writers); nothing on the
-    /// fast paths.
+    /// Clears [`WRITER_QUEUED`] if it is set and no writer or upgrade is linked any more,
+    /// and sets or clears [`READER_QUEUED`] to say whether a reader is: at every release
+    /// of the wait lock ([`WaitLock`]), so that no path that links or unlinks a waiter (a
+    /// queueing reader, a grant, a queued writer taking the lock, a cancel, a stopped
+    /// upgrade) has to. Setting `WRITER_QUEUED` is the queueing writer's (`write_queue`,
+    /// `upgrade_queue`). Costs a load per release of the wait lock (the list counts its
+    /// writers and links its readers in a ring), and an atomic `or` or `and` where the
+    /// readers' presence changed; nothing on the fast paths.
     #[inline]
-    fn sync_writer_queued(&self, list: &WaitList) {
-        if self.count.load(Relaxed) & WRITER_QUEUED != 0 && !list.has_writer() {
+    fn sync_queued(&self, list: &WaitList) {
+        let count = self.count.load(Relaxed);
+        if count & WRITER_QUEUED != 0 && !list.has_writer() {
             self.count.fetch_and(!WRITER_QUEUED, Relaxed);
+        }
+        let readers_queued = list.first_reader().is_some();
+        if (count & READER_QUEUED != 0) != readers_queued {
+            if readers_queued {
+                self.count.fetch_or(READER_QUEUED, Relaxed);
+            } else {
+                self.count.fetch_and(!READER_QUEUED, Relaxed);
+            }
         }
     }
 
@@ -423,7 +453,7 @@ impl RawRwLock {
     /// that one; the invariant checks at every release of the wait lock tie it to the list.
     #[cfg(test)]
     pub(crate) fn count_word(&self) -> usize {
-        self.count.load(std::sync::atomic::Ordering::Acquire) & !WRITER_QUEUED
+        self.count.load(std::sync::atomic::Ordering::Acquire) & !(WRITER_QUEUED | READER_QUEUED)
     }
 
     /// The number of queued waiters (tests).
@@ -462,8 +492,8 @@ impl std::ops::DerefMut for WaitLock<'_> {
 impl Drop for WaitLock<'_> {
     #[inline]
     fn drop(&mut self) {
-        // Also while unwinding: the bit must not outlive the last queued writer.
-        self.raw.sync_writer_queued(&self.list);
+        // Also while unwinding: the bits must not outlive the last queued writer or reader.
+        self.raw.sync_queued(&self.list);
         if cfg!(any(debug_assertions, all(test, async_rwsem_loom))) && !std::thread::panicking() {
             self.raw.check_invariants(&self.list);
         }

@@ -100,26 +100,29 @@ pub struct Policy {
     /// `handoff_timeout` of `Duration::MAX`) no bound applies but zero's.
     pub pass_bound: u32,
     /// Whether a tokio runtime with more worker threads than the machine has cores
-    /// (`available_parallelism`) gets a handoff at every release, as under a zero
-    /// [`handoff_timeout`](Policy#structfield.handoff_timeout): while a task heads the
-    /// queue, a release on such a runtime's thread grants it the lock, the queued readers
-    /// are granted in the queue's order (none passes a queued writer), and no writer
-    /// spins past the queue. A release on any other thread (a thread outside tokio, a
-    /// runtime with at most one worker per core) keeps the timed handoff, and so does a
-    /// head that is a parked thread (a blocking acquire: its turn is a wake-up away, which
-    /// is what the timed handoff is for). Each thread answers once, at its first
-    /// contended acquire or release inside a runtime, and keeps the answer (feature
-    /// `tokio`; without it, and with a `handoff_timeout` of zero or `Duration::MAX`, this
-    /// does nothing).
+    /// (`available_parallelism`) gets a handoff at every release while readers are queued,
+    /// as under a zero [`handoff_timeout`](Policy#structfield.handoff_timeout): while a
+    /// task heads a queue that holds a reader, a release on such a runtime's thread grants
+    /// the head the lock, the queued readers are granted in the queue's order (none passes
+    /// a queued writer), and no writer spins past the queue. A queue of writers alone keeps
+    /// the timed handoff and its spinners, and so does a release on any other thread (a
+    /// thread outside tokio, a runtime with at most one worker per core) and a head that
+    /// is a parked thread (a blocking acquire: its turn is a wake-up away, which is what
+    /// the timed handoff is for). Each thread answers once, at its first contended acquire
+    /// or release inside a runtime, and keeps the answer (feature `tokio`; without it, and
+    /// with a `handoff_timeout` of zero or `Duration::MAX`, this does nothing).
     ///
     /// On by default: where workers outnumber cores, a woken head's worker is often not
     /// running, and the passes made meanwhile cost the queue more than they give the
-    /// passers. On the 2-core machine of the repository's `docs/performance.md` ("Round
-    /// nine"), at 4 and 8 workers, mixed (20% writes) went from 0.91-0.93x tokio's
-    /// throughput to 0.98-1.00x, its writers' p99 wait from 1.4-1.5x tokio's to 1.0x, and
-    /// every shape's p99 waits to 0.8-1.2x tokio's; 240 writers with sections of a few
-    /// nanoseconds, which the passes had put ahead of tokio, fell from 1.05-1.09x to
-    /// 0.93-0.96x. Turn it off where such passing is what your workload wants.
+    /// passers, except among writers alone, whose spinners keep a lock of tiny sections
+    /// busy while the woken head waits for its worker. On the 2-core machine of the
+    /// repository's `docs/performance.md` ("Round nine" and "Round ten"), at 4 and 8
+    /// workers, mixed (20% writes) ran at 0.87-0.93x tokio's throughput without the rule
+    /// and 0.92-0.98x with it, its writers' p99 wait 1.4-1.6x tokio's without and
+    /// 1.0-1.1x with it; 240 writers with sections of a few nanoseconds, whose spinners
+    /// the rule leaves alone, ran at 0.98-1.08x tokio (0.81-0.86x when the handoff at every
+    /// release applied to them too). Turn it off where passing queued readers is what your
+    /// workload wants.
     pub crowded_handoff: bool,
     /// Dropping a guard that held the lock longer than this emits a `tracing` warning
     /// (features `lock_stat` and `tracing`; see

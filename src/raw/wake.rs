@@ -295,7 +295,7 @@ impl RawRwLock {
         let ordered = self.policy.strict_order()
             || self.policy.handoff_always()
             || list.pass_check.passing_off()
-            || self.crowded_handoff();
+            || self.crowded_handoff(list);
         let walk = ReaderWalk { ordered };
         let mut pick = GrantPick::new(oldcount);
         let mut woken = 0usize;
@@ -549,7 +549,7 @@ impl RawRwLock {
         // SAFETY: `head` is linked and we hold the wait lock.
         let woken = unsafe { head.as_ref().with_inner(|inner| inner.woken) };
         // SAFETY: `head` is linked and we hold the wait lock.
-        if count & HANDOFF != 0 || unsafe { self.timed_out(head) } {
+        if count & HANDOFF != 0 || unsafe { self.timed_out(list, head) } {
             if count & HANDOFF == 0 {
                 lockevent!(self, wlock_handoff);
             }
@@ -618,7 +618,7 @@ impl RawRwLock {
     /// # Safety
     ///
     /// `node` is linked and the caller holds the wait lock.
-    pub(super) unsafe fn timed_out(&self, node: NonNull<Waiter>) -> bool {
+    pub(super) unsafe fn timed_out(&self, list: &WaitList, node: NonNull<Waiter>) -> bool {
         if self.policy.handoff_never() {
             return false;
         }
@@ -628,7 +628,7 @@ impl RawRwLock {
         // On a crowded runtime's thread a task at the head is due at every release; a
         // parked thread keeps the timed handoff (`Policy::crowded_handoff`).
         // SAFETY: caller's contract (for both reads of the node).
-        if self.crowded_handoff() && !unsafe { node.as_ref().with_inner(|inner| inner.parks) } {
+        if self.crowded_handoff(list) && !unsafe { node.as_ref().with_inner(|inner| inner.parks) } {
             return true;
         }
         // SAFETY: caller's contract.

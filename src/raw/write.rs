@@ -106,10 +106,14 @@ impl RawRwLock {
 
     /// May a spinner pass the queue? Not under a strict order or a pass bound of zero,
     /// nor when every release hands the lock to the head (then nobody but the head may
-    /// take it), as on a crowded runtime's threads (`Policy::crowded_handoff`).
+    /// take it), as on a crowded runtime's threads while readers are queued
+    /// (`Policy::crowded_handoff`; [`READER_QUEUED`] says whether they are, as of the last
+    /// release of the wait lock).
     #[inline]
     pub(super) fn spin_past_queue(&self) -> bool {
-        self.policy.may_pass_queue() && !self.policy.handoff_always() && !self.crowded_handoff()
+        self.policy.may_pass_queue()
+            && !self.policy.handoff_always()
+            && !self.crowded_handoff_hint()
     }
 
     /// The writer's bounded optimistic spin (`rwsem_optimistic_spin`). Returns `true`
@@ -271,7 +275,7 @@ impl RawRwLock {
             let state = if !first {
                 WriterWaitState::NotFirst
             } else if self.policy.handoff_always()
-                || self.crowded_handoff() && !super::parking::parks()
+                || self.crowded_handoff(list) && !super::parking::parks()
             {
                 WriterWaitState::Handoff
             } else {
@@ -300,7 +304,7 @@ impl RawRwLock {
         // SAFETY: linked node, wait lock held.
         let lost = unsafe { node.as_ref().with_inner(|inner| inner.woken) };
         // SAFETY: as above.
-        if lost && !self.policy.handoff_never() || unsafe { self.timed_out(node) } {
+        if lost && !self.policy.handoff_never() || unsafe { self.timed_out(list, node) } {
             WriterWaitState::Handoff
         } else {
             WriterWaitState::First
@@ -324,7 +328,7 @@ impl RawRwLock {
         if state == WriterWaitState::NotFirst
             && (self.policy.handoff_always()
                 || !self.policy.may_pass_queue()
-                || self.crowded_handoff())
+                || self.crowded_handoff(list))
         {
             // Handoff at every release, or a strict order: a queued waiter never passes the
             // head, even when it is polled in the instant between a release and its grant

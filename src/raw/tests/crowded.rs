@@ -1,8 +1,8 @@
 //! The handoff at every release on a crowded runtime (`Policy::crowded_handoff`): on a
-//! thread of a tokio runtime with more workers than cores, a release hands the lock to a
-//! head task, the queued readers are granted in the queue's order, and no writer spins
-//! past the queue; on other threads, for a parked head, and with the rule off, the timed
-//! handoff stays.
+//! thread of a tokio runtime with more workers than cores, while readers are queued, a
+//! release hands the lock to a head task, the queued readers are granted in the queue's
+//! order, and no writer spins past the queue; a queue of writers alone, other threads, a
+//! parked head, and the rule off keep the timed handoff.
 //!
 //! One poll at a time (`tokio-test`), from a task on a worker of a runtime with one worker
 //! more than the machine has cores (or as many), with the count word checked after each
@@ -36,8 +36,8 @@ fn the_rule_is_on_by_default_and_off_in_fifo_where_every_release_hands_off() {
     assert!(Policy::fifo().handoff_timeout.is_zero());
 }
 
-/// On a crowded runtime the release grants the head writer; a reader arriving before its
-/// task runs queues behind it.
+/// On a crowded runtime, with a reader queued behind the head writer, the release grants
+/// the head writer; the reader stays queued until the writer's release.
 #[cfg(feature = "tokio")]
 fn crowded_release_grants_the_head() {
     let _lockdep = lockdep_off();
@@ -45,16 +45,18 @@ fn crowded_release_grants_the_head() {
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
     assert_pending!(w2.poll());
-    drop(w1);
-    assert!(w2.is_woken());
-    assert_eq!(
-        l.raw.count_word(),
-        W | PENDING,
-        "granted at the release, its task not yet run"
-    );
     let mut r = spawn(l.read());
     assert_pending!(r.poll());
-    assert_eq!(l.raw.count_word(), W | PENDING | WAITERS);
+    assert!(l.raw.crowded_handoff_hint(), "a reader is queued");
+    assert!(!l.raw.spin_past_queue(), "no spinner passes the queue");
+    drop(w1);
+    assert!(w2.is_woken());
+    assert!(!r.is_woken());
+    assert_eq!(
+        l.raw.count_word(),
+        W | PENDING | WAITERS,
+        "granted at the release, its task not yet run"
+    );
     let g = assert_ready!(w2.poll());
     assert_eq!(l.raw.count_word(), W | WAITERS);
     drop(g);
@@ -63,9 +65,10 @@ fn crowded_release_grants_the_head() {
     assert_idle(&l);
 }
 
-/// With the rule off (or on a runtime that is not crowded, or for a parked head) the
-/// release only wakes the head writer, and a reader arriving before it runs steals the
-/// free lock past it. `park` polls the head as a blocking acquire would.
+/// With the rule off (or on a runtime that is not crowded, or for a parked head, or with
+/// no reader queued) the release only wakes the head writer, and a reader arriving before
+/// it runs steals the free lock past it. `park` polls the head as a blocking acquire
+/// would.
 fn release_wakes_the_head_and_a_reader_steals(l: RwLock<u32>, park: bool) {
     let _lockdep = lockdep_off();
     let w1 = l.try_write().unwrap();
@@ -75,6 +78,7 @@ fn release_wakes_the_head_and_a_reader_steals(l: RwLock<u32>, park: bool) {
     } else {
         assert_pending!(w2.poll());
     }
+    assert!(!l.raw.crowded_handoff_hint(), "no reader is queued");
     drop(w1);
     assert!(w2.is_woken());
     assert_eq!(l.raw.count_word(), WAITERS, "woken, not granted");
@@ -147,6 +151,17 @@ fn without_tokio_a_crowded_runtime_keeps_the_timed_handoff() {
     on_worker(cores() + 1, || readers_granted_in_order(false));
 }
 
+/// The rule hands the lock over only while readers are queued: a queue of writers alone
+/// keeps the timed handoff (and its spinners pass it), on a crowded runtime too.
+#[test]
+fn on_a_crowded_runtime_a_queue_of_writers_keeps_the_timed_handoff() {
+    on_worker(cores() + 1, || {
+        let l = lock(true);
+        assert!(l.raw.spin_past_queue());
+        release_wakes_the_head_and_a_reader_steals(l, false)
+    });
+}
+
 #[test]
 fn with_the_rule_off_readers_pass_a_queued_writer() {
     on_worker(cores() + 1, || readers_granted_in_order(false));
@@ -205,10 +220,10 @@ fn poll_with_panicking_waker<F: std::future::Future>(
     (probe, poll)
 }
 
-/// The release's grant on a crowded runtime wakes the head writer after the wait lock is
-/// released (the grant is the timed handoff's, taken at every release here); a panicking
-/// wake unwinds out of the release and leaves the writer owning the lock, granted: its
-/// next poll completes.
+/// The release's grant on a crowded runtime (a reader queued behind the head writer) wakes
+/// the head writer after the wait lock is released (the grant is the timed handoff's,
+/// taken at every release here); a panicking wake unwinds out of the release and leaves
+/// the writer owning the lock, granted: its next poll completes.
 #[cfg(feature = "tokio")]
 #[test]
 fn on_a_crowded_runtime_a_panicking_wake_of_the_granted_head_leaves_it_the_lock() {
@@ -219,12 +234,17 @@ fn on_a_crowded_runtime_a_panicking_wake_of_the_granted_head_leaves_it_the_lock(
         let mut w2 = std::pin::pin!(l.write());
         let (probe, poll) = poll_with_panicking_waker(w2.as_mut());
         assert!(poll.is_pending());
+        let mut r = spawn(l.read());
+        assert_pending!(r.poll());
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(w1))).is_err();
         assert!(unwound, "the release ran the panicking wake");
         assert_eq!(probe.0.load(std::sync::atomic::Ordering::SeqCst), 1);
-        assert_eq!(l.raw.count_word(), W | PENDING, "the grant was kept");
-        let mut r = spawn(l.read());
-        assert_pending!(r.poll());
+        assert_eq!(
+            l.raw.count_word(),
+            W | PENDING | WAITERS,
+            "the grant was kept"
+        );
+        assert!(!r.is_woken());
         let g = assert_ready!(spawn(w2).poll());
         drop(g);
         assert!(r.is_woken());
