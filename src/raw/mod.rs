@@ -456,6 +456,13 @@ impl RawRwLock {
         self.count.load(std::sync::atomic::Ordering::Acquire) & !(WRITER_QUEUED | READER_QUEUED)
     }
 
+    /// The [`WRITER_QUEUED`] and [`READER_QUEUED`] bits of the count word (tests).
+    #[cfg(test)]
+    pub(crate) fn queued_bits(&self) -> (bool, bool) {
+        let count = self.count.load(std::sync::atomic::Ordering::Acquire);
+        (count & WRITER_QUEUED != 0, count & READER_QUEUED != 0)
+    }
+
     /// The number of queued waiters (tests).
     #[cfg(test)]
     pub(crate) fn queue_len(&self) -> usize {

@@ -200,6 +200,58 @@ fn try_write_fails_while_a_writer_is_queued() {
     assert_eq!(l.raw.count_word(), 0);
 }
 
+/// `WRITER_QUEUED` and `READER_QUEUED` say, as of each release of the wait lock, whether a
+/// writer and whether a reader is queued: set as each queues, cleared as the last of its
+/// kind leaves, by a grant or a cancel.
+#[test]
+fn the_queued_bits_follow_the_queue() {
+    let _lockdep = lockdep_off();
+    let l = lock(queue_at_once());
+    let w1 = l.try_write().unwrap();
+    assert_eq!(l.raw.queued_bits(), (false, false));
+    let mut r1 = spawn(l.read());
+    assert_pending!(r1.poll());
+    assert_eq!(l.raw.queued_bits(), (false, true), "a reader queued");
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    assert_eq!(
+        l.raw.queued_bits(),
+        (true, true),
+        "a writer queued behind it"
+    );
+    let mut r3 = spawn(l.read());
+    assert_pending!(r3.poll());
+    drop(r1);
+    assert_eq!(
+        l.raw.queued_bits(),
+        (true, true),
+        "the other reader is still queued"
+    );
+    drop(r3);
+    assert_eq!(l.raw.queued_bits(), (true, false), "both readers cancelled");
+    let mut r4 = spawn(l.read());
+    assert_pending!(r4.poll());
+    assert_eq!(l.raw.queued_bits(), (true, true));
+    drop(w1);
+    // The head writer is woken; the reader behind it stays queued.
+    let g2 = assert_ready!(w2.poll());
+    assert_eq!(
+        l.raw.queued_bits(),
+        (false, true),
+        "the writer took the lock"
+    );
+    drop(g2);
+    assert!(r4.is_woken());
+    assert_eq!(
+        l.raw.queued_bits(),
+        (false, false),
+        "the reader was granted"
+    );
+    drop(assert_ready!(r4.poll()));
+    assert_eq!(l.raw.count_word(), 0);
+    assert_eq!(l.raw.queued_bits(), (false, false));
+}
+
 #[test]
 fn readers_queue_behind_reader_owned_lock_when_a_writer_waits() {
     let _lockdep = lockdep_off();
