@@ -261,20 +261,21 @@ impl RawRwLock {
     /// one thread-local read.
     #[inline]
     fn crowded_handoff(&self, list: &WaitList) -> bool {
-        list.first_reader().is_some()
-            && self.policy.crowded_handoff()
-            && self.policy.handoff_timed()
-            && crowd::crowded()
+        list.first_reader().is_some() && self.crowded_rule()
     }
 
     /// As [`crowded_handoff`](Self::crowded_handoff), without the wait lock: the readers'
     /// presence from [`READER_QUEUED`] (a snapshot, as of the last release of the wait lock).
     #[inline]
     fn crowded_handoff_hint(&self) -> bool {
-        self.count.load(Relaxed) & READER_QUEUED != 0
-            && self.policy.crowded_handoff()
-            && self.policy.handoff_timed()
-            && crowd::crowded()
+        self.count.load(Relaxed) & READER_QUEUED != 0 && self.crowded_rule()
+    }
+
+    /// The rule's conditions but the queue's: on, with a timed handoff, on a crowded
+    /// runtime's thread.
+    #[inline]
+    fn crowded_rule(&self) -> bool {
+        self.policy.crowded_handoff() && self.policy.handoff_timed() && crowd::crowded()
     }
 
     /// How long `who` may spin now, under `cap` (the policy's): the learned budget, or the
@@ -383,21 +384,22 @@ impl RawRwLock {
     /// queueing reader, a grant, a queued writer taking the lock, a cancel, a stopped
     /// upgrade) has to. Setting `WRITER_QUEUED` is the queueing writer's (`write_queue`,
     /// `upgrade_queue`). Costs a load per release of the wait lock (the list counts its
-    /// writers and links its readers in a ring), and an atomic `or` or `and` where the
-    /// readers' presence changed; nothing on the fast paths.
+    /// writers and links its readers in a ring), and one atomic `xor` where a bit is
+    /// wrong; nothing on the fast paths.
     #[inline]
     fn sync_queued(&self, list: &WaitList) {
+        // Both bits change only under the wait lock, which we hold: the ones that are
+        // wrong are flipped in one step.
         let count = self.count.load(Relaxed);
+        let mut flip = 0;
         if count & WRITER_QUEUED != 0 && !list.has_writer() {
-            self.count.fetch_and(!WRITER_QUEUED, Relaxed);
+            flip |= WRITER_QUEUED;
         }
-        let readers_queued = list.first_reader().is_some();
-        if (count & READER_QUEUED != 0) != readers_queued {
-            if readers_queued {
-                self.count.fetch_or(READER_QUEUED, Relaxed);
-            } else {
-                self.count.fetch_and(!READER_QUEUED, Relaxed);
-            }
+        if (count & READER_QUEUED != 0) != list.first_reader().is_some() {
+            flip |= READER_QUEUED;
+        }
+        if flip != 0 {
+            self.count.fetch_xor(flip, Relaxed);
         }
     }
 

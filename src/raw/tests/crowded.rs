@@ -16,6 +16,8 @@ use crate::{Policy, RwLock};
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
 
+#[cfg(feature = "tokio")]
+use super::panics::{poll_with, Probe};
 use crate::raw::tests::support::*;
 
 /// Queue at once (no spin, no yield), no timed handoff or bound in count here, and the
@@ -193,31 +195,13 @@ fn a_parked_head_keeps_the_timed_handoff_on_a_crowded_runtime() {
     });
 }
 
-/// A waker whose `wake` panics (foreign code), counting its wakes first.
+/// Drops `guard`, whose release grants a waiter whose waker (`probe`'s) panics in `wake`:
+/// the release unwinds, after that one wake.
 #[cfg(feature = "tokio")]
-struct PanickingWake(std::sync::atomic::AtomicUsize);
-
-#[cfg(feature = "tokio")]
-impl std::task::Wake for PanickingWake {
-    fn wake(self: std::sync::Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &std::sync::Arc<Self>) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        panic!("Waker::wake panics");
-    }
-}
-
-/// Polls `fut` once with a waker whose `wake` panics; returns the waker's state.
-#[cfg(feature = "tokio")]
-fn poll_with_panicking_waker<F: std::future::Future>(
-    fut: std::pin::Pin<&mut F>,
-) -> (std::sync::Arc<PanickingWake>, std::task::Poll<F::Output>) {
-    let probe = std::sync::Arc::new(PanickingWake(Default::default()));
-    let waker = std::task::Waker::from(std::sync::Arc::clone(&probe));
-    let poll = fut.poll(&mut std::task::Context::from_waker(&waker));
-    (probe, poll)
+fn release_runs_the_panicking_wake<G>(guard: G, probe: &super::panics::Probe) {
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(guard))).is_err();
+    assert!(unwound, "the release ran the panicking wake");
+    assert_eq!(probe.wakes(), 1);
 }
 
 /// The release's grant on a crowded runtime (a reader queued behind the head writer) wakes
@@ -232,13 +216,11 @@ fn on_a_crowded_runtime_a_panicking_wake_of_the_granted_head_leaves_it_the_lock(
         let l = lock(true);
         let w1 = l.try_write().unwrap();
         let mut w2 = std::pin::pin!(l.write());
-        let (probe, poll) = poll_with_panicking_waker(w2.as_mut());
-        assert!(poll.is_pending());
+        let probe = Probe::new(true);
+        assert!(poll_with(w2.as_mut(), &probe.waker()).is_pending());
         let mut r = spawn(l.read());
         assert_pending!(r.poll());
-        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(w1))).is_err();
-        assert!(unwound, "the release ran the panicking wake");
-        assert_eq!(probe.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        release_runs_the_panicking_wake(w1, &probe);
         assert_eq!(
             l.raw.count_word(),
             W | PENDING | WAITERS,
@@ -264,15 +246,13 @@ fn on_a_crowded_runtime_a_panicking_wake_of_a_granted_reader_keeps_the_order() {
         let l = lock(true);
         let w1 = l.try_write().unwrap();
         let mut r1 = std::pin::pin!(l.read());
-        let (probe, poll) = poll_with_panicking_waker(r1.as_mut());
-        assert!(poll.is_pending());
+        let probe = Probe::new(true);
+        assert!(poll_with(r1.as_mut(), &probe.waker()).is_pending());
         let mut w2 = spawn(l.write());
         assert_pending!(w2.poll());
         let mut r3 = spawn(l.read());
         assert_pending!(r3.poll());
-        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(w1))).is_err();
-        assert!(unwound, "the release ran the panicking wake");
-        assert_eq!(probe.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        release_runs_the_panicking_wake(w1, &probe);
         assert_eq!(
             l.raw.count_word(),
             R | WAITERS,

@@ -23,9 +23,10 @@ use crate::raw::LockFuture;
 use crate::rwlock::token::{Mode, Read, Upgradable, Write};
 use crate::{Policy, RwLock};
 
-/// A waker that counts its wakes and panics in them (after counting) while armed.
+/// A waker that counts its wakes and panics in them (after counting) while armed (also
+/// `crowded.rs`'s).
 #[derive(Default)]
-struct Probe {
+pub(super) struct Probe {
     wakes: AtomicUsize,
     panic_wake: AtomicBool,
     panic_clone: AtomicBool,
@@ -45,17 +46,17 @@ impl Wake for Probe {
 }
 
 impl Probe {
-    fn new(panic_wake: bool) -> Arc<Self> {
+    pub(super) fn new(panic_wake: bool) -> Arc<Self> {
         let probe = Arc::new(Self::default());
         probe.panic_wake.store(panic_wake, SeqCst);
         probe
     }
 
-    fn waker(self: &Arc<Self>) -> Waker {
+    pub(super) fn waker(self: &Arc<Self>) -> Waker {
         Waker::from(Arc::clone(self))
     }
 
-    fn wakes(&self) -> usize {
+    pub(super) fn wakes(&self) -> usize {
         self.wakes.load(SeqCst)
     }
 }
@@ -95,7 +96,7 @@ fn cloning_waker(probe: &Arc<Probe>) -> Waker {
     unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) }
 }
 
-fn poll_with<F: Future>(fut: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
+pub(super) fn poll_with<F: Future>(fut: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(waker))
 }
 
