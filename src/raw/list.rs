@@ -109,7 +109,14 @@ pub(crate) struct Waiter {
     _pin: PhantomPinned,
 }
 
+/// `repr(C)`, with `due` last: every other field starts as zero bytes (`None` of a
+/// pointer or a waker, `false`), so a new node is written with a few wide stores, and
+/// `None` of `due` (a niche inside an `Instant`) is one store at the end. In the order
+/// the compiler chose, `due` sat between the pointers, and a new node was built in a
+/// zeroed buffer and copied out with loads that straddled its stores, which stalled on
+/// store-to-load forwarding (`docs/performance.md`, "Round eleven").
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct WaiterInner {
     prev: Option<NonNull<Waiter>>,
     next: Option<NonNull<Waiter>>,
@@ -125,14 +132,6 @@ pub(crate) struct WaiterInner {
     /// grant under the wait lock before its store of `Granted`; taken by the owner once it
     /// has loaded `Granted`, when the node is its own again. `None` otherwise.
     pub(crate) relay: Option<Waker>,
-    /// When a writer node is due the handoff: its queue time plus the policy's handoff
-    /// timeout, recorded by its owner before it takes the wait lock, so that no clock is
-    /// read under it, and so that "is the head due?" is one reading of the clock and a
-    /// comparison. On the lock's [`Clock`](crate::loom::Clock) (logical in the loom
-    /// models). `None` where the policy's timeout needs no time (zero: due at once;
-    /// `Duration::MAX`: never), and for readers: a reader head is granted at every
-    /// wake-up.
-    pub(crate) due: Option<Instant>,
     /// A waker woke this (writer) node to compete for a free lock. If it then finds the
     /// lock taken, it lost a race, and asks for the handoff at once.
     pub(crate) woken: bool,
@@ -152,6 +151,14 @@ pub(crate) struct WaiterInner {
     /// [`RawRwLock::head_waiting_past`]: super::RawRwLock::head_waiting_past
     #[cfg(feature = "lock_stat")]
     pub(crate) record: WaitRecord,
+    /// When a writer node is due the handoff: its queue time plus the policy's handoff
+    /// timeout, recorded by its owner before it takes the wait lock, so that no clock is
+    /// read under it, and so that "is the head due?" is one reading of the clock and a
+    /// comparison. On the lock's [`Clock`](crate::loom::Clock) (logical in the loom
+    /// models). `None` where the policy's timeout needs no time (zero: due at once;
+    /// `Duration::MAX`: never), and for readers: a reader head is granted at every
+    /// wake-up.
+    pub(crate) due: Option<Instant>,
 }
 
 /// What a node keeps for the typed layer's diagnostics (see [`WaiterInner::record`]).

@@ -75,7 +75,7 @@
 //! The call chains of the four main paths, as a reader of the code follows them.
 //!
 //! **A reader behind a writer.**
-//! 1. `RwLock::read` calls `token::fast_path_or_future`, which calls
+//! 1. `RwLock::read` takes `token::lock_or_wait!`, which calls
 //!    [`read_fast`](RawRwLock::read_fast). Its `fetch_add` finds `WRITER_LOCKED`, so it
 //!    fails with the bias left in the count.
 //! 2. [`LockFuture::after_fast_path`] takes the bias over (phase `FastFailed`). Its first

@@ -6,7 +6,7 @@
 use super::*;
 use std::future::Future;
 
-use crate::observe::{self, Attempt, Site, Wait};
+use crate::observe::{self, Attempt, Site};
 use crate::raw::list::WaiterKind;
 
 // ---------------------------------------------------------------------------------------
@@ -288,10 +288,7 @@ impl<T: ?Sized> RwLock<T> {
     ) -> impl Future<Output = RwLockReadGuard<'_, T>> + '_ {
         observe::AsyncOp::new(&self.raw, WaiterKind::Read, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
-            let wait = match token::fast_path_or_future::<Read>(&self.raw, site) {
-                Some(slow) => slow.await,
-                None => Wait::NONE,
-            };
+            let wait = token::lock_or_wait!(Read, &self.raw, site);
             // SAFETY: the acquire completed: we own a read lock of `self`, whose value `data_ptr`
             // points to.
             let guard =
@@ -338,10 +335,7 @@ impl<T: ?Sized> RwLock<T> {
     ) -> impl Future<Output = RwLockWriteGuard<'_, T>> + '_ {
         observe::AsyncOp::new(&self.raw, WaiterKind::Write, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
-            let wait = match token::fast_path_or_future::<Write>(&self.raw, site) {
-                Some(slow) => slow.await,
-                None => Wait::NONE,
-            };
+            let wait = token::lock_or_wait!(Write, &self.raw, site);
             // SAFETY: the acquire completed: we own the write lock of `self`, whose value
             // `data_ptr_mut` points to.
             let guard = unsafe {
@@ -426,10 +420,7 @@ impl<T: ?Sized> RwLock<T> {
         let op = observe::AsyncOp::new(&self.raw, WaiterKind::Read, "RwLock::read_owned");
         op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Read, site, Attempt::Wait);
-            let wait = match token::fast_path_or_future::<Read>(&self.raw, site) {
-                Some(slow) => slow.await,
-                None => Wait::NONE,
-            };
+            let wait = token::lock_or_wait!(Read, &self.raw, site);
             let data = self.data_ptr();
             // Asked before the guard takes `self` over.
             #[cfg(feature = "tokio")]
@@ -468,10 +459,7 @@ impl<T: ?Sized> RwLock<T> {
         let op = observe::AsyncOp::new(&self.raw, WaiterKind::Write, "RwLock::write_owned");
         op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::Write, site, Attempt::Wait);
-            let wait = match token::fast_path_or_future::<Write>(&self.raw, site) {
-                Some(slow) => slow.await,
-                None => Wait::NONE,
-            };
+            let wait = token::lock_or_wait!(Write, &self.raw, site);
             let data = self.data_ptr_mut();
             // Asked before the guard takes `self` over.
             #[cfg(feature = "tokio")]
@@ -578,10 +566,7 @@ impl<T: ?Sized> RwLock<T> {
     ) -> impl Future<Output = RwLockUpgradableReadGuard<'_, T>> + '_ {
         observe::AsyncOp::new(&self.raw, WaiterKind::UpgradableRead, source).wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
-            let wait = match token::fast_path_or_future::<Upgradable>(&self.raw, site) {
-                Some(slow) => slow.await,
-                None => Wait::NONE,
-            };
+            let wait = token::lock_or_wait!(Upgradable, &self.raw, site);
             // SAFETY: the acquire completed: we own the upgradable read lock of `self`, whose value
             // `data_ptr` points to.
             let guard = unsafe {
@@ -654,10 +639,7 @@ impl<T: ?Sized> RwLock<T> {
         );
         op.wrap(async move {
             observe::acquiring(&self.raw, WaiterKind::UpgradableRead, site, Attempt::Wait);
-            let wait = match token::fast_path_or_future::<Upgradable>(&self.raw, site) {
-                Some(slow) => slow.await,
-                None => Wait::NONE,
-            };
+            let wait = token::lock_or_wait!(Upgradable, &self.raw, site);
             let data = self.data_ptr();
             // Asked before the guard takes `self` over.
             #[cfg(feature = "tokio")]
