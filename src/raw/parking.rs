@@ -10,7 +10,10 @@
 //! it made every operation of 4 writer and 4 reader threads a wake-up (about 100k
 //! operations/s on 2 cores, against 7M without the bound). Such a head is served by the
 //! bound in time, `Policy::handoff_timeout`, as the kernel serves its threads and
-//! `parking_lot` its (eventual fairness, every 0.5 ms).
+//! `parking_lot` its (eventual fairness, every 0.5 ms). Once a release has woken it to
+//! compete, it is left to claim the lock when it runs, as the kernel's writer does: it
+//! takes a free lock, or asks for the handoff at once (a lost race); until then no
+//! release wakes it again or reads the clock for a timed grant (`wake_writer`).
 //!
 //! The mark is a thread-local flag read at the enqueue, under the wait lock: no foreign
 //! code, no allocation. In the loom models it is always off (loom's threads share one

@@ -544,6 +544,21 @@ impl RawRwLock {
             // Still owned: the owner's release will wake the head.
             return;
         }
+        // SAFETY: `head` is linked and we hold the wait lock.
+        let on_its_way = unsafe {
+            head.as_ref()
+                .with_inner(|inner| inner.parks && inner.waker.is_none())
+        };
+        if count & HANDOFF == 0 && on_its_way {
+            // A parked thread woken to compete and not back yet (its waker is gone, not
+            // replaced): when it runs it takes the free lock, or, finding it taken, asks
+            // for the handoff at once (a lost race), as the kernel's writer does. Nothing
+            // to wake, and no clock to read for a timed grant at every release meanwhile:
+            // with 4 writer and 4 reader threads, a thread's wake-up spans hundreds of
+            // releases, and their clock reads took 12% of the time (`docs/performance.md`,
+            // "Round eleven").
+            return;
+        }
         // For the models' record of the timed grants (below).
         #[cfg(all(test, async_rwsem_loom))]
         // SAFETY: `head` is linked and we hold the wait lock.

@@ -1,7 +1,8 @@
 //! A head that is a parked thread (`raw/parking.rs`): a node queued by a blocking acquire's
 //! poll (inside `parking`) is not served by the bound in count on passing, nor passed by
 //! the queued readers behind it; the bound pauses until the queue's next turn, and the
-//! handoff timeout serves the head as it serves any head.
+//! handoff timeout serves the head as it serves any head, until a release wakes it to
+//! compete: then it claims the lock itself when it runs.
 //!
 //! One poll at a time (`tokio-test`), the polls of the "thread" inside `parking`, with the
 //! count word checked after each step (see `transitions.rs`).
@@ -111,5 +112,39 @@ fn queued_readers_do_not_pass_a_parked_head_writer() {
     drop(assert_ready!(parking(|| w.poll())));
     assert!(r.is_woken());
     drop(assert_ready!(r.poll()));
+    assert_idle(&l);
+}
+
+/// A parked head woken to compete and not back yet (its waker taken, not replaced) is
+/// left to claim the lock itself: a release neither wakes it again nor reads the clock
+/// for a timed grant, even past its timeout; when it runs and finds the lock taken, it
+/// lost a race and asks for the handoff at once, and the next release grants it.
+#[test]
+fn a_parked_head_woken_to_compete_claims_the_handoff_itself() {
+    let _lockdep = lockdep_off();
+    let timeout = Duration::from_millis(1);
+    let l = RwLock::with_policy(0, queue_at_once().handoff_timeout(timeout));
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(parking(|| w2.poll()));
+    drop(w1);
+    assert!(w2.is_woken(), "not due yet: woken to compete");
+    assert_eq!(l.raw.count_word(), WAITERS);
+    std::thread::sleep(3 * timeout);
+    // Past its timeout, still not back: a steal's release leaves it be (a task head would
+    // be granted here: `transitions.rs`, the woken head past its timeout).
+    drop(assert_ready!(spawn(l.read()).poll()));
+    assert_eq!(
+        l.raw.count_word(),
+        WAITERS,
+        "no timed grant to a thread on its way"
+    );
+    // It runs while a reader holds the lock: a lost race, so it asks for the handoff.
+    let r = assert_ready!(spawn(l.read()).poll());
+    assert_pending!(parking(|| w2.poll()));
+    assert_eq!(l.raw.count_word(), R | WAITERS | HANDOFF);
+    drop(r);
+    assert_eq!(l.raw.count_word(), W | PENDING, "granted at the release");
+    drop(assert_ready!(parking(|| w2.poll())));
     assert_idle(&l);
 }
