@@ -41,17 +41,23 @@ thread_local! {
 }
 
 /// Polls `future` to completion on this thread, parking the thread while it is pending.
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+///
+/// The future comes pinned by the caller (`pin!(lock.read())`), so that it is built once,
+/// in the caller's frame: passed by value, the acquire's future (its state sized for the
+/// lock future inside) was copied into this frame, a `memcpy` of 136 bytes at every
+/// blocking acquire that missed the fast path, 9% of the time of 4 writer and 4 reader
+/// threads (`docs/performance.md`, "Round eleven").
+pub(crate) fn block_on<F: Future + ?Sized>(future: Pin<&mut F>) -> F::Output {
     match block_on_until(future, None) {
         Some(output) => output,
         None => unreachable!("no deadline"),
     }
 }
 
-/// Polls `future` on this thread, parking the thread while it is pending, until it
-/// completes or `deadline` (if any) passes: then `None`, and the future is dropped, which
-/// cancels it. It is polled once more at the deadline, so an acquire granted in time is
-/// not given up.
+/// Polls `future` (pinned by the caller, as for [`block_on`]) on this thread, parking the
+/// thread while it is pending, until it completes or `deadline` (if any) passes: then
+/// `None`, and the caller drops the future, which cancels it. It is polled once more at
+/// the deadline, so an acquire granted in time is not given up.
 ///
 /// A wake-up before the park makes the park return at once (the thread's unpark token),
 /// and a spurious return only costs a poll, so no wake-up is ever lost.
@@ -59,8 +65,11 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 /// With the feature `tokio`, the future runs outside tokio's cooperative budget: inside a
 /// runtime a spent budget would defer the wake-up until the task's poll returns, which a
 /// blocked thread never does.
-fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
-    poll_until(pin!(future), deadline)
+fn block_on_until<F: Future + ?Sized>(
+    future: Pin<&mut F>,
+    deadline: Option<Instant>,
+) -> Option<F::Output> {
+    poll_until(future, deadline)
 }
 
 /// [`block_on_until`] for a pinned future that the caller keeps: on `None` it is left
@@ -169,7 +178,7 @@ impl<T: ?Sized> RwLock<T> {
                 return guard;
             }
         }
-        block_on(self.read())
+        block_on(pin!(self.read()))
     }
 
     /// Locks for writing from synchronous code, blocking the current thread until the
@@ -207,7 +216,7 @@ impl<T: ?Sized> RwLock<T> {
                 return guard;
             }
         }
-        block_on(self.write())
+        block_on(pin!(self.write()))
     }
 
     /// [`blocking_read`](Self::blocking_read) through an `Arc`, giving an owned guard.
@@ -227,7 +236,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn blocking_read_owned(self: Arc<Self>) -> OwnedRwLockReadGuard<T> {
-        block_on(self.read_owned())
+        block_on(pin!(self.read_owned()))
     }
 
     /// [`blocking_write`](Self::blocking_write) through an `Arc`, giving an owned guard.
@@ -247,7 +256,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn blocking_write_owned(self: Arc<Self>) -> OwnedRwLockWriteGuard<T> {
-        block_on(self.write_owned())
+        block_on(pin!(self.write_owned()))
     }
 
     /// Locks for an upgradable read from synchronous code, blocking the current thread
@@ -275,7 +284,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn blocking_upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
-        block_on(self.upgradable_read())
+        block_on(pin!(self.upgradable_read()))
     }
 
     /// Locks for reading from synchronous code, as [`blocking_read`](Self::blocking_read),
@@ -305,7 +314,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_read_for(&self, timeout: Duration) -> Option<RwLockReadGuard<'_, T>> {
-        block_on_until(self.read(), deadline_in(timeout))
+        block_on_until(pin!(self.read()), deadline_in(timeout))
     }
 
     /// [`try_read_for`](Self::try_read_for) with a deadline instead of a timeout
@@ -329,7 +338,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_read_until(&self, deadline: Instant) -> Option<RwLockReadGuard<'_, T>> {
-        block_on_until(self.read(), Some(deadline))
+        block_on_until(pin!(self.read()), Some(deadline))
     }
 
     /// Locks for writing from synchronous code, as [`blocking_write`](Self::blocking_write),
@@ -354,7 +363,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_write_for(&self, timeout: Duration) -> Option<RwLockWriteGuard<'_, T>> {
-        block_on_until(self.write(), deadline_in(timeout))
+        block_on_until(pin!(self.write()), deadline_in(timeout))
     }
 
     /// [`try_write_for`](Self::try_write_for) with a deadline instead of a timeout
@@ -377,7 +386,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_write_until(&self, deadline: Instant) -> Option<RwLockWriteGuard<'_, T>> {
-        block_on_until(self.write(), Some(deadline))
+        block_on_until(pin!(self.write()), Some(deadline))
     }
 
     /// Locks for an upgradable read from synchronous code, as
@@ -405,7 +414,7 @@ impl<T: ?Sized> RwLock<T> {
         &self,
         timeout: Duration,
     ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
-        block_on_until(self.upgradable_read(), deadline_in(timeout))
+        block_on_until(pin!(self.upgradable_read()), deadline_in(timeout))
     }
 
     /// [`try_upgradable_read_for`](Self::try_upgradable_read_for) with a deadline instead
@@ -430,6 +439,6 @@ impl<T: ?Sized> RwLock<T> {
         &self,
         deadline: Instant,
     ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
-        block_on_until(self.upgradable_read(), Some(deadline))
+        block_on_until(pin!(self.upgradable_read()), Some(deadline))
     }
 }
