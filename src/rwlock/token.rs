@@ -777,9 +777,9 @@ impl<L: RawRef> Token<L, Upgradable> {
 /// bytes were built in one part of that state and copied to another at the `.await`, and
 /// the copy's wide loads of fields just written by narrower stores stalled on
 /// store-to-load forwarding: on the 2-core AMD EPYC machine of `docs/performance.md` the
-/// read acquire's `async` block took 6% of the time of 40 readers and 40 writers with tiny
-/// sections at one worker (tokio's: 2%), and the throughput of the shapes where every
-/// acquire queues rose 4-26% without the copy ("Round eleven").
+/// read acquire's `async` block took 5.9% of the samples of 40 readers and 40 writers
+/// with tiny sections at one worker (tokio's: 2.2%; 2.7% without the copy), and the
+/// shapes where every acquire queues gained 4-26% ("Round eleven").
 macro_rules! lock_or_wait {
     ($mode:ty, $raw:expr, $site:expr) => {{
         let raw: &$crate::observe::ObservedLock = $raw;
