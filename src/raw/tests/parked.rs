@@ -122,7 +122,9 @@ fn queued_readers_do_not_pass_a_parked_head_writer() {
 #[test]
 fn a_parked_head_woken_to_compete_claims_the_handoff_itself() {
     let _lockdep = lockdep_off();
-    let timeout = Duration::from_millis(1);
+    // Long enough that the first release comes before it, under Miri too (whose clock
+    // advances with the code it runs: 1 ms passed between the queueing and the release).
+    let timeout = Duration::from_millis(200);
     let l = RwLock::with_policy(0, queue_at_once().handoff_timeout(timeout));
     let w1 = l.try_write().unwrap();
     let mut w2 = spawn(l.write());
