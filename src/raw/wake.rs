@@ -545,11 +545,11 @@ impl RawRwLock {
             return;
         }
         // SAFETY: `head` is linked and we hold the wait lock.
-        let on_its_way = unsafe {
+        let on_its_way = || unsafe {
             head.as_ref()
                 .with_inner(|inner| inner.parks && inner.waker.is_none())
         };
-        if count & HANDOFF == 0 && on_its_way {
+        if count & HANDOFF == 0 && on_its_way() {
             // A parked thread woken to compete and not back yet (its waker is gone, not
             // replaced): when it runs it takes the free lock, or, finding it taken, asks
             // for the handoff at once (a lost race), as the kernel's writer does. Nothing

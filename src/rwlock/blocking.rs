@@ -48,7 +48,7 @@ thread_local! {
 /// blocking acquire that missed the fast path, 9% of the time of 4 writer and 4 reader
 /// threads (`docs/performance.md`, "Round eleven").
 pub(crate) fn block_on<F: Future + ?Sized>(future: Pin<&mut F>) -> F::Output {
-    match block_on_until(future, None) {
+    match poll_until(future, None) {
         Some(output) => output,
         None => unreachable!("no deadline"),
     }
@@ -56,8 +56,9 @@ pub(crate) fn block_on<F: Future + ?Sized>(future: Pin<&mut F>) -> F::Output {
 
 /// Polls `future` (pinned by the caller, as for [`block_on`]) on this thread, parking the
 /// thread while it is pending, until it completes or `deadline` (if any) passes: then
-/// `None`, and the caller drops the future, which cancels it. It is polled once more at
-/// the deadline, so an acquire granted in time is not given up.
+/// `None`, and the future is left pending, for the caller to drop (which cancels it) or
+/// to stop (a timed upgrade's). It is polled once more at the deadline, so an acquire
+/// granted in time is not given up.
 ///
 /// A wake-up before the park makes the park return at once (the thread's unpark token),
 /// and a spurious return only costs a poll, so no wake-up is ever lost.
@@ -65,15 +66,6 @@ pub(crate) fn block_on<F: Future + ?Sized>(future: Pin<&mut F>) -> F::Output {
 /// With the feature `tokio`, the future runs outside tokio's cooperative budget: inside a
 /// runtime a spent budget would defer the wake-up until the task's poll returns, which a
 /// blocked thread never does.
-fn block_on_until<F: Future + ?Sized>(
-    future: Pin<&mut F>,
-    deadline: Option<Instant>,
-) -> Option<F::Output> {
-    poll_until(future, deadline)
-}
-
-/// [`block_on_until`] for a pinned future that the caller keeps: on `None` it is left
-/// pending, for the caller to stop or drop (a timed upgrade's).
 pub(super) fn poll_until<F: Future + ?Sized>(
     future: Pin<&mut F>,
     deadline: Option<Instant>,
@@ -314,7 +306,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_read_for(&self, timeout: Duration) -> Option<RwLockReadGuard<'_, T>> {
-        block_on_until(pin!(self.read()), deadline_in(timeout))
+        poll_until(pin!(self.read()), deadline_in(timeout))
     }
 
     /// [`try_read_for`](Self::try_read_for) with a deadline instead of a timeout
@@ -338,7 +330,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_read_until(&self, deadline: Instant) -> Option<RwLockReadGuard<'_, T>> {
-        block_on_until(pin!(self.read()), Some(deadline))
+        poll_until(pin!(self.read()), Some(deadline))
     }
 
     /// Locks for writing from synchronous code, as [`blocking_write`](Self::blocking_write),
@@ -363,7 +355,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_write_for(&self, timeout: Duration) -> Option<RwLockWriteGuard<'_, T>> {
-        block_on_until(pin!(self.write()), deadline_in(timeout))
+        poll_until(pin!(self.write()), deadline_in(timeout))
     }
 
     /// [`try_write_for`](Self::try_write_for) with a deadline instead of a timeout
@@ -386,7 +378,7 @@ impl<T: ?Sized> RwLock<T> {
         track_caller
     )]
     pub fn try_write_until(&self, deadline: Instant) -> Option<RwLockWriteGuard<'_, T>> {
-        block_on_until(pin!(self.write()), Some(deadline))
+        poll_until(pin!(self.write()), Some(deadline))
     }
 
     /// Locks for an upgradable read from synchronous code, as
@@ -414,7 +406,7 @@ impl<T: ?Sized> RwLock<T> {
         &self,
         timeout: Duration,
     ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
-        block_on_until(pin!(self.upgradable_read()), deadline_in(timeout))
+        poll_until(pin!(self.upgradable_read()), deadline_in(timeout))
     }
 
     /// [`try_upgradable_read_for`](Self::try_upgradable_read_for) with a deadline instead
@@ -439,6 +431,6 @@ impl<T: ?Sized> RwLock<T> {
         &self,
         deadline: Instant,
     ) -> Option<RwLockUpgradableReadGuard<'_, T>> {
-        block_on_until(pin!(self.upgradable_read()), Some(deadline))
+        poll_until(pin!(self.upgradable_read()), Some(deadline))
     }
 }
