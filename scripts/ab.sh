@@ -10,7 +10,9 @@
 #   VARIANTS="base=... new=... newfifo=target/release/compare:--fifo" THREADS=8 ROUNDS=5 scripts/ab.sh
 #
 # A variant is NAME=BINARY[:FLAGS]. Knobs: ROUNDS (3), THREADS (2), DURATION (1),
-# WORKLOADS, BUSY=1 (a `nice -n 19` busy loop per core), OUT (a folder for the JSONs).
+# WORKLOADS, BUSY=1 (a `nice -n 19` busy loop per core), PIN=1 (`compare --pin`: each worker
+# on a core of its own; busy sets need it, or they measure where the kernel puts the
+# workers: docs/performance.md, round twelve), OUT (a folder for the JSONs).
 set -euo pipefail
 ROUNDS=${ROUNDS:-3}; THREADS=${THREADS:-2}; DURATION=${DURATION:-1}
 WORKLOADS=${WORKLOADS:-mixed-40-40-tiny,mixed-40-40,writers-240-tiny,mixed,sysfs,read-mostly}
@@ -24,6 +26,7 @@ names=()
 for r in $(seq "$ROUNDS"); do
   for v in $VARIANTS; do
     name=${v%%=*}; rest=${v#*=}; bin=${rest%%:*}; flags=""; [[ "$rest" == *:* ]] && flags=${rest#*:}
+    [ "${PIN:-0}" = 1 ] && flags="$flags --pin"
     [ "$r" = 1 ] && names+=("$name")
     echo "round $r $name" >&2
     # shellcheck disable=SC2086

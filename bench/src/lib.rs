@@ -9,6 +9,7 @@
 //! cargo run --release -p bench -- --quick --check target/compare/results.json
 //! cargo run --release -p bench -- --repeat 3        # 3 interleaved rounds: medians
 //! cargo run --release -p bench -- --threads 4x      # 4 worker threads per core
+//! cargo run --release -p bench -- --pin             # worker i on core i, whatever else runs
 //! cargo run --release -p bench -- --sweep           # async-rwsem policy sweep
 //! cargo run --release -p bench -- --fifo            # async-rwsem under Policy::fifo()
 //! cargo run --release -p bench -- --handoff-timeout 500us   # another handoff timeout
@@ -215,6 +216,15 @@ pub struct Cli {
     #[arg(long, visible_alias = "workers", value_name = "N|Nx", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
+    /// Pin each tokio worker to a core of its own (worker i on core i mod cores). Without
+    /// it the kernel places the workers, and beside other runnable work (a busy loop per
+    /// core) it moves them onto one core and back at random moments: two workers on one
+    /// core run these workloads up to twice as fast as on two (no cache line crosses
+    /// cores), which swings a run's ratio to another lock's run by more than the locks
+    /// differ (`docs/performance.md`, round twelve).
+    #[arg(long)]
+    pub pin: bool,
+
     /// Workloads to run (repeat the flag or separate with commas). Default: all.
     #[arg(long = "workload", value_enum, value_delimiter = ',')]
     pub workloads: Vec<WorkloadId>,
@@ -321,7 +331,11 @@ impl Cli {
                 (duration / 5).min(Duration::from_millis(500))
             }
         });
-        Timing { warmup, duration }
+        Timing {
+            warmup,
+            duration,
+            pin: self.pin,
+        }
     }
 
     /// The workload `id` for `threads` workers, with the flags applied.
@@ -675,6 +689,7 @@ fn compare(cli: &Cli) -> Result<bool, String> {
             quick: cli.quick,
             repeat,
             threads_per_core: Some(threads as f64 / cores() as f64),
+            pinned: cli.pin,
             workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
             locks: locks.iter().map(|l| l.name().to_string()).collect(),
             rwsem_policy: format!("{:?}", cli.policy().unwrap_or_default()),

@@ -424,6 +424,7 @@ mod tests {
                 quick: true,
                 repeat: 3,
                 threads_per_core: Some(4.0),
+                pinned: false,
                 workloads: vec!["mixed".into()],
                 locks: vec!["async-rwsem".into(), "tokio".into()],
                 rwsem_policy: String::new(),

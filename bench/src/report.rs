@@ -176,9 +176,14 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(s, "# compare: results\n");
     let _ = writeln!(
         s,
-        "{} worker thread(s) on {} core(s) ({}, {}), commit {}; {:.2} s window and {:.2} s \
+        "{} worker thread(s){} on {} core(s) ({}, {}), commit {}; {:.2} s window and {:.2} s \
          warm-up per case{}; async-rwsem policy `{}`.\n",
         m.threads,
+        if c.pinned {
+            ", each pinned to a core,"
+        } else {
+            ""
+        },
         m.cores,
         m.cpu.as_deref().unwrap_or("unknown CPU"),
         m.os,
@@ -492,6 +497,7 @@ mod tests {
                 quick: true,
                 repeat,
                 threads_per_core: Some(1.0),
+                pinned: false,
                 workloads: Vec::new(),
                 locks: Vec::new(),
                 rwsem_policy: String::new(),
@@ -520,6 +526,25 @@ mod tests {
         let back: Report = serde_json::from_str(&text).unwrap();
         assert_eq!(check_report(&back), Vec::<String>::new());
         assert_eq!(back.rounds.len(), 3);
+    }
+
+    #[test]
+    fn a_pinned_run_says_so_in_its_json_and_its_report() {
+        let mut r = report(vec![full_round(1, 1.0)]);
+        let unpinned = serde_json::to_string(&r).unwrap();
+        assert!(!unpinned.contains("pinned"), "{unpinned}");
+        assert!(!markdown(&r).contains("pinned"));
+        r.config.pinned = true;
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"pinned\":true"), "{text}");
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert!(back.config.pinned);
+        assert!(markdown(&r).starts_with(
+            "# compare: results\n\n2 worker thread(s), each pinned to a core, on 2 core(s)"
+        ));
+        // A file from before the flag reads as unpinned.
+        let old: Report = serde_json::from_str(&unpinned).unwrap();
+        assert!(!old.config.pinned);
     }
 
     #[test]

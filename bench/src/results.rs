@@ -60,6 +60,9 @@ pub struct Config {
     /// Tokio worker threads per core (above 1: more workers than cores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_per_core: Option<f64>,
+    /// `--pin`: each worker pinned to a core of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
     /// The workloads selected.
     pub workloads: Vec<String>,
     /// The locks selected.

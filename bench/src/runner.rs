@@ -20,13 +20,16 @@ const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
 
-/// How long to warm up and to measure.
+/// How long to warm up and to measure, and where the workers run.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
     /// Before the window: tasks run, nothing is counted.
     pub warmup: Duration,
     /// The measured window.
     pub duration: Duration,
+    /// Pin worker `i` to core `i mod cores` (`--pin`), so that the kernel's scheduler
+    /// cannot move the workers onto one core in the middle of a run.
+    pub pin: bool,
 }
 
 /// A wait histogram in nanoseconds (1 ns to 100 s, 3 significant digits).
@@ -249,9 +252,22 @@ where
     F: Fn(Arc<L>, TaskCtx) -> Fut,
     Fut: Future<Output = TaskOut> + Send + 'static,
 {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads.max(1))
-        .enable_all()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads.max(1)).enable_all();
+    if timing.pin {
+        // The runtime starts its workers as it is built, before any other thread of its
+        // pool: the first `threads` starts are the workers (a later blocking thread, if
+        // any, is left where the kernel puts it).
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        builder.on_thread_start(move || {
+            let i = started.fetch_add(1, Ordering::Relaxed);
+            if i < threads.max(1) && !cores.is_empty() {
+                core_affinity::set_for_current(cores[i % cores.len()]);
+            }
+        });
+    }
+    let rt = builder
         .build()
         .map_err(|e| format!("cannot build the tokio runtime: {e}"))?;
     let lock = Arc::new(make());
