@@ -262,8 +262,11 @@ where
         let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         builder.on_thread_start(move || {
             let i = started.fetch_add(1, Ordering::Relaxed);
-            if i < threads.max(1) && !cores.is_empty() {
-                core_affinity::set_for_current(cores[i % cores.len()]);
+            if i < threads.max(1) {
+                let core = cores.get(i % cores.len().max(1)).copied();
+                if !core.is_some_and(core_affinity::set_for_current) {
+                    eprintln!("compare: --pin: could not pin worker {i} to a core ({core:?})");
+                }
             }
         });
     }
