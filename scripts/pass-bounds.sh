@@ -6,10 +6,12 @@
 #
 #   scripts/pass-bounds.sh                       # bounds 0 1 2 4 none, 3 rounds, 2 workers
 #   BOUNDS="1 none" ROUNDS=5 THREADS=8 scripts/pass-bounds.sh
-#   BUSY=1 scripts/pass-bounds.sh                # with a `nice -n 19` busy loop per core
+#   BUSY=1 PIN=1 scripts/pass-bounds.sh          # with a `nice -n 19` busy loop per core
 #
 # Knobs: BOUNDS, ROUNDS (3), THREADS (one per core), DURATION (1), WORKLOADS (the contended
-# ones), FIFO=1 (also a row under Policy::fifo()), OUT (a folder for the JSONs).
+# ones), FIFO=1 (also a row under Policy::fifo()), PIN=1 (`compare --pin`: each worker on a
+# core of its own; busy sets need it, docs/performance.md round twelve), OUT (a folder for
+# the JSONs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BOUNDS=${BOUNDS:-"0 1 2 4 none"}
@@ -35,6 +37,7 @@ for b in $BOUNDS; do variants+=("$b"); done
 for round in $(seq "$ROUNDS"); do
   for v in "${variants[@]}"; do
     if [ "$v" = fifo ]; then flag=(--fifo); else flag=(--pass-bound "$v"); fi
+    [ "${PIN:-0}" = 1 ] && flag+=(--pin)
     echo "round $round, bound $v" >&2
     "$BIN" --duration "$DURATION" --threads "$THREADS" --workload "$WORKLOADS" \
       --lock async-rwsem,tokio "${flag[@]}" --json "$OUT/r$round-$v.json" --out "$OUT/report" \
