@@ -522,11 +522,14 @@ impl Progress {
 pub fn summary(r: &CaseResult) -> String {
     match r.status {
         Status::Ok => format!(
-            "{} ops/s, fairness {}",
+            "{} ops/s, fairness {}{}",
             report::si(r.total_ops_per_s.unwrap_or(0.0)),
             r.fairness
                 .map(|f| format!("{f:.2}"))
-                .unwrap_or_else(|| "-".into())
+                .unwrap_or_else(|| "-".into()),
+            r.cores_busy
+                .map(|c| format!(", {c:.2} cores busy"))
+                .unwrap_or_default()
         ),
         Status::NotApplicable => "n/a".into(),
         Status::Error => format!("ERROR: {}", r.error.as_deref().unwrap_or("")),

@@ -144,6 +144,7 @@ pub fn summarize_case(runs: &[&CaseResult]) -> Option<CaseResult> {
         writer: median_class(&writers),
         long_reader_ops: median_all_u64(runs, |r| r.long_reader_ops),
         wait_ns: waits.and_then(|w| median_wait(&w)),
+        cores_busy: median_all(runs, |r| r.cores_busy),
         fairness: median(&fairness),
         ratio_to_tokio: median(&ratios),
         spread: Some(Spread {
@@ -308,6 +309,7 @@ mod tests {
                 wait_max,
             )),
             long_reader_ops: None,
+            cores_busy: None,
             wait_ns: Some(WaitStats {
                 samples: 10,
                 p50: 10,

@@ -171,6 +171,12 @@ pub struct CaseResult {
     /// All acquire waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ns: Option<WaitStats>,
+    /// The cores the case kept busy on average over its window: the process's CPU time
+    /// (every thread's, user and system) over the window's length. Near 1 on a 2-core
+    /// machine where every acquire queues: the granted tasks run one after the other on
+    /// one worker while the others park (`docs/performance.md`, round twelve).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores_busy: Option<f64>,
     /// Lowest `per_task_min / per_task_mean` over the classes (1 = perfectly fair).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fairness: Option<f64>,
@@ -197,6 +203,7 @@ impl CaseResult {
             writer: None,
             long_reader_ops: None,
             wait_ns: None,
+            cores_busy: None,
             fairness: None,
             ratio_to_tokio: None,
             spread: None,
@@ -284,6 +291,7 @@ impl CaseResult {
             writer,
             long_reader_ops,
             wait_ns: Some(WaitStats::of(&all)),
+            cores_busy: m.cpu.map(|cpu| cpu.as_secs_f64() / secs),
             fairness,
             ..Self::empty(workload.id, lock, Status::Ok)
         }

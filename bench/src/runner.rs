@@ -85,8 +85,29 @@ pub struct TaskCtx {
 pub struct Measured {
     /// Length of the measured window.
     pub elapsed: Duration,
+    /// The process's CPU time over the window (every thread's), where the platform says.
+    pub cpu: Option<Duration>,
     /// One entry per task.
     pub tasks: Vec<TaskOut>,
+}
+
+/// The CPU time of the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`): its threads'
+/// user and system time together. `None` where the platform has no such clock.
+pub fn process_cpu_time() -> Option<Duration> {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
 }
 
 /// Per-op bookkeeping shared by the task bodies.
@@ -303,9 +324,13 @@ where
         tokio::time::sleep(timing.warmup).await;
         phase.store(MEASURE, Ordering::Relaxed);
         let t0 = Instant::now();
+        let cpu0 = process_cpu_time();
         tokio::time::sleep(timing.duration).await;
         phase.store(STOP, Ordering::Relaxed);
         let elapsed = t0.elapsed();
+        let cpu = process_cpu_time()
+            .zip(cpu0)
+            .map(|(b, a)| b.saturating_sub(a));
 
         // Every task finishes its operation in progress and stops; the long reader may be
         // in a 10 ms hold or gap. Anything still running after the grace period is stuck.
@@ -341,7 +366,11 @@ where
                 "lost update: tasks completed {done} write sections, the data counts {seen}"
             ));
         }
-        Ok(Measured { elapsed, tasks })
+        Ok(Measured {
+            elapsed,
+            cpu,
+            tasks,
+        })
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     // With the `stats` feature and `COMPARE_STATS=1`, async-rwsem's lock events (what spun,
@@ -357,4 +386,33 @@ where
         eprintln!("async-rwsem lock events: {}", events.join(" "));
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process_cpu_time;
+    use std::time::{Duration, Instant};
+
+    /// The process's CPU clock moves with work done on this thread, and only forward:
+    /// spinning until it has advanced 20 ms ends well before the 10 s cap (a clock that
+    /// stood still, or a constant, would hit the cap).
+    #[cfg(unix)]
+    #[test]
+    fn the_process_cpu_clock_counts_this_threads_work() {
+        let start = process_cpu_time().expect("a process CPU clock on unix");
+        let wall = Instant::now();
+        let mut last = start;
+        let mut spins = 0u64;
+        while last - start < Duration::from_millis(20) {
+            assert!(
+                wall.elapsed() < Duration::from_secs(10),
+                "the CPU clock does not move"
+            );
+            spins = std::hint::black_box(spins + 1);
+            let now = process_cpu_time().unwrap();
+            assert!(now >= last, "the CPU clock went back: {last:?} -> {now:?}");
+            last = now;
+        }
+        assert!(spins > 0);
+    }
 }
