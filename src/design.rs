@@ -145,15 +145,19 @@
 //! busy while the woken head waits for its worker (writers-240-tiny at 0.98-1.08x tokio
 //! with them in four sets, 0.81-0.86x with the handoff at every release in the same
 //! rounds, 0.64x with the timed handoff but no spinner past the queue). The spinner learns whether a reader is queued from `READER_QUEUED`, a bit of
-//! the count word the wait lock's release keeps in step with the list. The rule's cost
+//! the count word kept in step with the list under the wait lock (set in the queueing
+//! reader's own add, cleared in the grant of the last queued readers). A writer that
+//! queues while the rule holds reads no clock for its handoff deadline: it is due at every
+//! release; if the rule lapses before its turn, its timeout starts at the first release
+//! that finds it at the head. The rule's cost
 //! that stays is randomrw-8-8's (up to 14%, to 1.09-1.24x, in round nine's sets; see
 //! `docs/performance.md`, "Round nine" and "Round ten"). With a worker per core the timed
 //! handoff measured as well (the every-release handoff was 5-8% behind it in mixed and
 //! sysfs at 2 workers), and parked heads keep it for the reason above. The answer is one
 //! thread-local byte per thread, read on the slow paths only.
 //!
-//! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued node
-//! records when it queued; once the head of the queue has waited longer than the policy's
+//! **Handoff.** The rest of the unfairness is bounded by a timer. Each queued writer
+//! records when it queued (but for the crowded runtime's case above); once the head of the queue has waited longer than the policy's
 //! handoff timeout (250 us by default, chosen by measurement; the kernel uses 4 ms),
 //! has lost a race after a wake-up, or has been passed `pass_bound` times, the handoff
 //! bit is set and the next release grants
@@ -167,7 +171,9 @@
 //! **Waking.** A release that leaves the lock free with waiters queued takes the wait
 //! lock (a small `Mutex`, never held across a waker call or an `.await`) and looks at the
 //! head: a writer is woken alone; a reader means every queued reader, skipping writers,
-//! up to the batch limit (256), is granted in one atomic add before any of them is woken.
+//! up to the batch limit (256), is granted in one atomic add before any of them is woken
+//! (the one reader queued, in one compare-and-swap that also clears what its grant ends:
+//! the handoff it may have asked for, and the waiters bit if nobody else waits).
 //! A batch of exactly two readers (the two that pass a head writer, at nearly every
 //! writer's release in the 40+40 shapes) wakes the first alone; its future holds the
 //! second's wake-up and makes it when it sees its grant, or when it is dropped (a

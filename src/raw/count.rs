@@ -29,8 +29,8 @@
 //! | `WAITERS` | the first waiter to queue, under the wait lock: `read.rs` `read_queue`, `write.rs` `write_queue`, `upgradable.rs` `upgradable_queue` and `upgrade_queue` | `wake.rs`: `queued_write_lock` (the last waiter takes the lock), `mark_wake` (every waiter granted); `waiter.rs` `unlink_waiting` (the last waiter leaves: a cancel or a stopped upgrade) |
 //! | `HANDOFF` | only for the head, under the wait lock: `write.rs` `try_write_lock` (a head writer woken that lost a race, or past the timeout); `wake.rs` `mark_wake` (a reader head finds a writer holding the lock); `upgradable.rs` `upgrade_queue` (the upgrade queues at the head); `fair.rs` `handoff_to_head` (an owner's `unlock_fair`, just before its release, with waiters queued) and `handoff_to_head_locked` (a pass of the queue that reaches `Policy::pass_bound`, unless the head is a parked thread: `bound_reached`, from `writer_passed_queue`, `queued_writer_passed`, `reader_passed_queue`); `wake.rs` `mark_wake` for a head writer that queued readers pass once | `wake.rs`: `queued_write_lock` (the head takes the write lock; an upgrade served ahead of a head already due the handoff leaves it set for that head), `mark_wake` (the reader head is granted, or everyone is); `waiter.rs` `unlink_waiting` (the list empties; otherwise the next head inherits the bit) |
 //! | `OWNER_PENDING` | `wake.rs` `wake_writer` (in the one CAS that sets `WRITER_LOCKED`, granting a woken head writer at a release: `queued_write_lock`) | `waiter.rs`: the granted writer's next poll (`LockFuture::poll`, or `poll_slow`), or `cancel` before it releases a grant it never polled |
-//! | `WRITER_QUEUED` | the first writer or upgrade to queue, under the wait lock: `write.rs` `write_queue`, `upgradable.rs` `upgrade_queue` | `mod.rs` `WaitLock`'s release (`sync_queued`), once no writer or upgrade is linked |
-//! | `READER_QUEUED` | `mod.rs` `WaitLock`'s release (`sync_queued`), when a reader or upgradable reader is linked | `mod.rs` `WaitLock`'s release (`sync_queued`), once none is |
+//! | `WRITER_QUEUED` | the first writer or upgrade to queue, under the wait lock: `write.rs` `write_queue`, `upgradable.rs` `upgrade_queue` | `wake.rs` `queued_write_lock` (the last writer or upgrade queued takes the lock); `mod.rs` `WaitLock`'s release (`sync_queued`), once no writer or upgrade is linked (after a cancel) |
+//! | `READER_QUEUED` | `read.rs` `read_queue` (the first reader to queue, in its add); `mod.rs` `WaitLock`'s release (`sync_queued`), when a reader or upgradable reader is linked (an upgradable reader queued) | `wake.rs` `mark_wake` (the last queued readers granted); `mod.rs` `WaitLock`'s release (`sync_queued`), once none is (after a cancel) |
 //! | `UPGRADABLE` | `upgradable.rs` `try_upgradable_read`, `downgrade_to_upgradable`; `wake.rs` `mark_wake` (a queued upgradable reader granted) | `upgradable.rs` `unlock_upgradable`, `downgrade_upgradable`, `try_upgrade`; `wake.rs` `queued_write_lock` (the upgrade trades it in); `waiter.rs` `cancel` (a dropped upgrade) |
 //!
 //! Reader biases are added by every arriving reader (`read.rs` `read_fast`, taken back by
@@ -68,14 +68,16 @@ pub(crate) const OWNER_PENDING: usize = 0b0001_0000;
 
 /// A writer or an upgrade is linked in the wait list (queued readers alone leave it
 /// clear). Changed only under the wait lock: set by a writer or upgrade that queues, cleared
-/// when the wait lock is released with no writer or upgrade left in the list (see the table
-/// above). No fast path looks at it; it is what the read guards' `writer_waiting` reads.
+/// by the last one's taking the lock, or when the wait lock is released with no writer or
+/// upgrade left in the list (see the table above). No fast path looks at it; it is what the read guards' `writer_waiting` reads.
 /// `WAITERS` cannot say it: it is set for queued readers too.
 pub(crate) const WRITER_QUEUED: usize = 0b0010_0000;
 
 /// A reader or an upgradable reader is linked in the wait list. Changed only under the
-/// wait lock, and only at its release (`sync_queued`): set there when a reader is linked,
-/// cleared when none is (see the table above). No fast path looks at it: it is the
+/// wait lock: set by the first reader to queue, in the add that takes its bias back, and
+/// cleared in the grant of the last queued readers; the wait lock's release (`sync_queued`)
+/// sets or clears it where a path left it wrong (an upgradable reader queued, a cancel)
+/// (see the table above). No fast path looks at it: it is the
 /// spinner's hint of the crowded runtime's rule (`Policy::crowded_handoff`), which hands the
 /// lock to the head at every release only while readers are queued.
 pub(crate) const READER_QUEUED: usize = 0b0100_0000;

@@ -157,7 +157,9 @@ pub(crate) struct WaiterInner {
     /// comparison. On the lock's [`Clock`](crate::loom::Clock) (logical in the loom
     /// models). `None` where the policy's timeout needs no time (zero: due at once;
     /// `Duration::MAX`: never), and for readers: a reader head is granted at every
-    /// wake-up.
+    /// wake-up. `None` too for a writer that queued under the crowded runtime's rule (due
+    /// at every release while it holds, with no clock read): the first check of it at
+    /// the head once the rule has lapsed sets it, from then (`timed_out`).
     pub(crate) due: Option<Instant>,
 }
 
@@ -312,6 +314,12 @@ impl WaitList {
     #[inline]
     pub(crate) fn has_writer(&self) -> bool {
         self.writers != 0
+    }
+
+    /// Is exactly one writer or upgrade linked?
+    #[inline]
+    pub(crate) fn single_writer(&self) -> bool {
+        self.writers == 1
     }
 
     /// The first reader node (`Read` or `UpgradableRead`) in the list's order, if any.

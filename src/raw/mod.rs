@@ -82,10 +82,13 @@
 //!    poll calls [`read_slowpath`](RawRwLock::read_slowpath): the reader spins for the
 //!    writer if the learned budget allows, else it goes on with its bias.
 //! 3. [`read_queue`](RawRwLock::read_queue), under the wait lock, links the node and takes
-//!    the bias out in the same add that sets `WAITERS`; then the poll returns `Pending`.
+//!    the bias out in the same add that sets `WAITERS` (and `READER_QUEUED`); then the
+//!    poll returns `Pending`.
 //! 4. The writer's guard drops: `unlock_write` sees `WAITERS` and calls
-//!    [`wake`](RawRwLock::wake), then `mark_wake`. There the head is a reader: a check
-//!    bias, pass 1 counts the readers to grant, one add takes their locks, and pass 2
+//!    [`wake`](RawRwLock::wake), then `mark_wake`. There the head is a reader. The one
+//!    reader queued takes its lock in one CAS (its bias in, `READER_QUEUED` and `HANDOFF`
+//!    out, and `WAITERS` if nobody else waits) and is granted. With more readers queued: a
+//!    check bias, pass 1 counts the readers to grant, one add takes their locks, and pass 2
 //!    calls [`grant`](RawRwLock::grant) on each (unlink, take the waker, `Granted`).
 //! 5. The wakers run once the wait lock is released. The reader's next poll,
 //!    [`poll_queued`](RawRwLock::poll_queued), sees `Granted` and completes.
@@ -111,7 +114,8 @@
 //! 2. `with_wait_list` takes the wait lock and lends a `WakeList` that collects the wakers.
 //! 3. `mark_wake` runs `mark_wake_once` again while a check bias hid a freed `max_readers`
 //!    slot.
-//! 4. The wait lock's release syncs `WRITER_QUEUED` (`sync_queued`). Only then does
+//! 4. The wait lock's release syncs `WRITER_QUEUED` and `READER_QUEUED` where a path left
+//!    them wrong (`sync_queued`). Only then does
 //!    `WakeList::wake_all` call every waker, even when one of them panics.
 //!
 //! **A cancel** (a pending acquire dropped).
@@ -380,12 +384,15 @@ impl RawRwLock {
 
     /// Clears [`WRITER_QUEUED`] if it is set and no writer or upgrade is linked any more,
     /// and sets or clears [`READER_QUEUED`] to say whether a reader is: at every release
-    /// of the wait lock ([`WaitLock`]), so that no path that links or unlinks a waiter (a
-    /// queueing reader, a grant, a queued writer taking the lock, a cancel, a stopped
-    /// upgrade) has to. Setting `WRITER_QUEUED` is the queueing writer's (`write_queue`,
-    /// `upgrade_queue`). Costs a load per release of the wait lock (the list counts its
-    /// writers and links its readers in a ring), and one atomic `xor` where a bit is
-    /// wrong; nothing on the fast paths.
+    /// of the wait lock ([`WaitLock`]), so that the paths that link or unlink a waiter
+    /// rarely (an upgradable reader queueing, a cancel, a stopped upgrade) need not. The
+    /// frequent ones fold the bits into a read-modify-write of the count they make anyway,
+    /// and leave nothing to flip here: the queueing reader's add (`read_queue`), the grant
+    /// of the last queued readers (`mark_wake`), the last queued writer's taking the lock
+    /// (`queued_write_lock`); setting `WRITER_QUEUED` is the queueing writer's
+    /// (`write_queue`, `upgrade_queue`). Costs a load per release of the wait lock (the
+    /// list counts its writers and links its readers in a ring), and one atomic `xor` where
+    /// a bit is wrong; nothing on the fast paths.
     #[inline]
     fn sync_queued(&self, list: &WaitList) {
         // Both bits change only under the wait lock, which we hold: the ones that are

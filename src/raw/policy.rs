@@ -110,7 +110,10 @@ pub struct Policy {
     /// is a parked thread (a blocking acquire: its turn is a wake-up away, which is what
     /// the timed handoff is for). Each thread answers once, at its first contended acquire
     /// or release inside a runtime, and keeps the answer (feature `tokio`; without it, and
-    /// with a `handoff_timeout` of zero or `Duration::MAX`, this does nothing).
+    /// with a `handoff_timeout` of zero or `Duration::MAX`, this does nothing). A writer
+    /// task that queues while the rule holds reads no clock: its handoff timeout starts at
+    /// the first release that finds it at the head after the rule has lapsed (the readers
+    /// left the queue).
     ///
     /// On by default: where workers outnumber cores, a woken head's worker is often not
     /// running, and the passes made meanwhile cost the queue more than they give the

@@ -152,6 +152,13 @@ impl RawRwLock {
                 // A new queue: its passes count from zero.
                 self.spin.reset_passes();
             }
+            if list.first_reader().is_none() {
+                // The first reader to queue: `READER_QUEUED` comes in our add rather than
+                // at the wait lock's release (`sync_queued`). Clear until now: as of the
+                // wait lock's last release it said that no reader was queued.
+                debug_assert_eq!(self.count.load(Relaxed) & READER_QUEUED, 0);
+                adjustment = adjustment.wrapping_add(READER_QUEUED);
+            }
             let waker = waker.take().expect("the waker is used once");
             // SAFETY: the node is pinned, idle and ours, and we hold the wait lock.
             unsafe { list.enqueue(node, waker, false) };

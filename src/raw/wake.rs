@@ -232,6 +232,37 @@ impl RawRwLock {
             WaiterKind::Read | WaiterKind::UpgradableRead => {}
         }
 
+        // The head is the one reader queued (a plain one; writers may be queued behind
+        // it) and the lock is not write-locked: its grant in one CAS (its bias in;
+        // `READER_QUEUED` and `HANDOFF` out, and `WAITERS` too if it is the last waiter, as
+        // the general path below and the wait lock's release would leave them), without
+        // the check bias, the walks and the second read-modify-write. A writer that takes
+        // the lock meanwhile fails the CAS, and the general path requests the handoff.
+        // SAFETY: `head` is a reader node (plain) of `list`, which we hold.
+        if head_kind == WaiterKind::Read && unsafe { list.next_reader(head) }.is_none() {
+            let clear = if list.is_single() {
+                WAITERS | HANDOFF | READER_QUEUED
+            } else {
+                HANDOFF | READER_QUEUED
+            };
+            let mut count = self.count.load(Relaxed);
+            while count & (WRITER_LOCKED | READ_FAIL) == 0 && self.reader_room(readers(count)) {
+                match self.count.compare_exchange_weak(
+                    count,
+                    (count + READER_BIAS) & !clear,
+                    AcqRel,
+                    Relaxed,
+                ) {
+                    Ok(_) => {
+                        lockevent!(self, wake_reader);
+                        // SAFETY: linked in `list`; wait lock held; its lock is in the count.
+                        unsafe { self.grant(list, head, wakers) };
+                        return false;
+                    }
+                    Err(now) => count = now,
+                }
+            }
+        }
         // The head is a reader (or a writer that the readers behind it pass): grant
         // every queued reader (up to the batch limit) at once, and the first queued
         // upgradable reader if no upgradable reader holds the lock.
@@ -320,7 +351,8 @@ impl RawRwLock {
         // Every queued waiter is granted: none left behind, none past the batch (nor, when
         // `ordered`, behind the waiter the walk stopped at: `cursor` is that one), and,
         // for a walk of the readers alone, no writer queued beside them.
-        let everyone = cursor.is_none() && passed == 0 && (ordered || !list.has_writer());
+        let no_reader_left = cursor.is_none() && passed == 0;
+        let everyone = no_reader_left && (ordered || !list.has_writer());
         if woken == 0 {
             // Nobody can be granted now: only an upgradable reader waits at the head while
             // another holds the lock, or `max_readers` readers are inside. Their release
@@ -341,6 +373,12 @@ impl RawRwLock {
         let mut adjust = (woken * READER_BIAS).wrapping_sub(adjustment);
         if pick.upgradable_taken {
             adjust = adjust.wrapping_add(UPGRADABLE);
+        }
+        if no_reader_left && oldcount & READER_QUEUED != 0 {
+            // The last queued readers are granted: `READER_QUEUED` goes in this add rather
+            // than at the wait lock's release (`sync_queued`). (Stable under the wait
+            // lock: `oldcount` has it as it is.)
+            adjust = adjust.wrapping_sub(READER_QUEUED);
         }
         if everyone {
             // Everyone is granted: nobody waits any more, nobody needs a handoff.
@@ -490,8 +528,9 @@ impl RawRwLock {
     /// `HANDOFF` (a handoff is only ever the head's, and the head is served now; unless
     /// `handoff_of_next`: an upgrade that queued ahead of a head already due the handoff
     /// leaves it to that waiter), clears `WAITERS` (and `HANDOFF`) if it is the last
-    /// waiter, and takes `trade` out of the count (the upgrading reader's own bias and
-    /// `UPGRADABLE`; 0 for a writer). Fails, changing nothing, while `can_take(count)` is
+    /// waiter and [`WRITER_QUEUED`] if it is the last writer or upgrade queued, and takes
+    /// `trade` out of the count (the upgrading reader's own bias and `UPGRADABLE`; 0 for a
+    /// writer). Fails, changing nothing, while `can_take(count)` is
     /// false. The one place a queued waiter gets the write lock; the caller unlinks its
     /// node.
     pub(super) fn queued_write_lock(
@@ -504,11 +543,16 @@ impl RawRwLock {
     ) -> bool {
         debug_assert!(taken & WRITER_LOCKED != 0 && taken & !(WRITER_LOCKED | OWNER_PENDING) == 0);
         let last = list.is_single();
-        let clear = match (last, handoff_of_next) {
+        let mut clear = match (last, handoff_of_next) {
             (true, _) => HANDOFF | WAITERS,
             (false, false) => HANDOFF,
             (false, true) => 0,
         };
+        if list.single_writer() {
+            // The one writer or upgrade queued takes the lock: `WRITER_QUEUED` goes in
+            // this step rather than at the wait lock's release (`sync_queued`).
+            clear |= WRITER_QUEUED;
+        }
         self.count
             .fetch_update(Acquire, Relaxed, |count| {
                 can_take(count).then(|| ((count - trade) | taken) & !clear)
@@ -647,13 +691,34 @@ impl RawRwLock {
             return true;
         }
         // SAFETY: caller's contract.
-        let deadline = unsafe { node.as_ref().with_inner(|inner| inner.due) };
-        let due = deadline.is_some_and(|deadline| self.clock.reached(deadline));
+        let Some(deadline) = (unsafe { node.as_ref().with_inner(|inner| inner.due) }) else {
+            // SAFETY: caller's contract.
+            unsafe { self.start_timeout(node) };
+            return false;
+        };
+        let due = self.clock.reached(deadline);
         #[cfg(all(test, async_rwsem_loom))]
         if due {
             self.clock.note_due();
         }
         due
+    }
+
+    /// A writer that queued under the crowded runtime's rule, which no longer holds, is
+    /// checked at the head for the first time: no clock was read when it queued
+    /// (`write_queue`), so its handoff timeout starts now. (Also a deadline past what an
+    /// `Instant` holds: never due, however often it is set again.) Out of line: rare, and
+    /// `timed_out` stays small enough to inline into its callers.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a linked writer node and the caller holds the wait lock.
+    #[cold]
+    #[inline(never)]
+    unsafe fn start_timeout(&self, node: NonNull<Waiter>) {
+        let due = self.clock.deadline(self.policy.handoff_timeout());
+        // SAFETY: caller's contract.
+        unsafe { node.as_ref().with_inner(|inner| inner.due = due) };
     }
 }
 

@@ -36,7 +36,11 @@ pub struct Snapshot {
     /// policy whose handoff timeout is a time (neither zero, as in `Policy::fifo`, nor
     /// `Duration::MAX`: the lock keeps when such a writer is due the handoff, and reads no
     /// clock for it otherwise) and, under `lock_stat`, for any waiter (since its acquire
-    /// first had to wait). `None` with nobody queued, or when unknown.
+    /// first had to wait). `None` with nobody queued, or when unknown: also for a writer
+    /// that queued on a crowded runtime's thread while readers were queued
+    /// ([`Policy::crowded_handoff`](crate::Policy#structfield.crowded_handoff): it was due at every
+    /// release, and no clock was read for it), until a release after the rule lapsed
+    /// found it at the head (then from that release).
     pub head_waited: Option<Duration>,
     /// The head of the queue has been promised the lock (the handoff bit): nobody else may
     /// take it until the head has it.

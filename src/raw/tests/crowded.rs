@@ -267,3 +267,76 @@ fn on_a_crowded_runtime_a_panicking_wake_of_a_granted_reader_keeps_the_order() {
         assert_idle(&l);
     });
 }
+
+/// A writer that queues on a crowded runtime while a reader is queued reads no clock (it
+/// is due at every release while the rule holds): its handoff timeout starts at the
+/// first release that finds it at the head once the readers have left, so that release
+/// wakes it to compete and a reader may still steal the lock. A writer queued beside no
+/// reader (the rule not holding) is timed from its queueing: past its timeout the release
+/// grants it directly.
+#[cfg(feature = "tokio")]
+fn writer_queued_under_the_rule_is_timed_from_its_first_turn_at_the_head() {
+    let _lockdep = lockdep_off();
+    let timeout = Duration::from_millis(1);
+    let l = RwLock::with_policy(
+        0,
+        queue_at_once()
+            .handoff_timeout(timeout)
+            .pass_bound(u32::MAX)
+            .crowded_handoff(true),
+    );
+    let w1 = l.try_write().unwrap();
+    let mut r = spawn(l.read());
+    assert_pending!(r.poll());
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    // The reader leaves: the writer heads a queue of writers alone, with no deadline.
+    drop(r);
+    assert!(!l.raw.crowded_handoff_hint());
+    assert_eq!(
+        l.raw.snapshot().head_waited,
+        None,
+        "no clock was read for it"
+    );
+    std::thread::sleep(3 * timeout);
+    drop(w1);
+    assert!(w2.is_woken());
+    assert_eq!(
+        l.raw.count_word(),
+        WAITERS,
+        "woken to compete, not granted: its timeout started at this release"
+    );
+    assert!(l.raw.snapshot().head_waited.is_some(), "timed from now on");
+    let stolen = assert_ready!(spawn(l.read()).poll());
+    assert_eq!(
+        l.raw.count_word(),
+        R | WAITERS,
+        "no handoff pending: a reader stole the lock past the head"
+    );
+    drop(stolen);
+    drop(assert_ready!(w2.poll()));
+    assert_idle(&l);
+
+    // Queued with no reader queued: timed from its queueing, granted at the release.
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    assert_pending!(w2.poll());
+    std::thread::sleep(3 * timeout);
+    drop(w1);
+    assert_eq!(
+        l.raw.count_word(),
+        W | PENDING,
+        "past its timeout: granted at the release"
+    );
+    drop(assert_ready!(w2.poll()));
+    assert_idle(&l);
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn on_a_crowded_runtime_a_writer_queued_beside_readers_reads_no_clock() {
+    on_worker(
+        cores() + 1,
+        writer_queued_under_the_rule_is_timed_from_its_first_turn_at_the_head,
+    );
+}

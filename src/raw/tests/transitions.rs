@@ -487,6 +487,44 @@ fn reader_head_requests_handoff_when_a_writer_holds_the_lock() {
     let _held = assert_ready!(r.poll());
 }
 
+/// The one reader queued, at the head, with a writer behind it and the handoff it asked
+/// for pending: the release grants it in one step (`wake.rs`, the lone reader's grant):
+/// its bias in; `HANDOFF` and `READER_QUEUED` out; `WAITERS` and `WRITER_QUEUED` kept for
+/// the writer, whose turn comes at the reader's release.
+#[test]
+fn lone_reader_head_is_granted_with_a_writer_behind_it() {
+    let _lockdep = lockdep_off();
+    let l = lock(queue_at_once().handoff_timeout(Duration::from_millis(1)));
+    let w1 = l.try_write().unwrap();
+    let mut w2 = spawn(l.write());
+    let mut r = spawn(l.read());
+    let mut w3 = spawn(l.write());
+    assert_pending!(w2.poll());
+    assert_pending!(r.poll());
+    assert_pending!(w3.poll());
+    std::thread::sleep(Duration::from_millis(3));
+    // The head writer goes away: the reader, now the head, asks for the handoff.
+    drop(w2);
+    assert_eq!(l.raw.count_word(), W | WAITERS | HANDOFF);
+    assert_eq!(l.raw.queued_bits(), (true, true));
+    drop(w1);
+    assert!(r.is_woken());
+    assert!(!w3.is_woken());
+    assert_eq!(l.raw.count_word(), R | WAITERS);
+    assert_eq!(
+        l.raw.queued_bits(),
+        (true, false),
+        "the writer is still queued"
+    );
+    let held = assert_ready!(r.poll());
+    assert!(l.try_read().is_err(), "a writer waits: no steal past it");
+    drop(held);
+    assert!(w3.is_woken());
+    drop(assert_ready!(w3.poll()));
+    assert_eq!(l.raw.count_word(), 0);
+    assert_eq!(l.raw.queued_bits(), (false, false));
+}
+
 #[test]
 fn handoff_disabled_never_sets_the_bit() {
     let _lockdep = lockdep_off();
