@@ -340,6 +340,43 @@ fn a_panicking_wake_in_a_queueing_readers_grant_leaves_the_lock_to_its_future() 
     assert_idle(&l);
 }
 
+/// The one reader queued, with a writer queued behind it, is granted at the write lock's
+/// release in one compare-and-swap (`wake.rs`, the lone reader's grant); its wake panics
+/// out of the release, once the wait lock is released. The count holds its lock and its
+/// node is `Granted`: its next poll completes, and its release serves the writer.
+#[test]
+fn a_panicking_wake_of_the_one_reader_granted_leaves_it_the_lock() {
+    let _lockdep = lockdep_off();
+    let l = lock(queue_at_once());
+    let reader = Probe::new(true);
+    let writer = Probe::new(false);
+    let w = l.try_write().unwrap();
+    let mut r = pin!(l.read());
+    assert!(poll_with(r.as_mut(), &reader.waker()).is_pending());
+    let mut w2 = pin!(l.write());
+    assert!(poll_with(w2.as_mut(), &writer.waker()).is_pending());
+    let unwound = catch_unwind(AssertUnwindSafe(|| drop(w))).is_err();
+    assert!(unwound, "the release ran the panicking wake");
+    assert_eq!(reader.wakes(), 1);
+    assert_eq!(writer.wakes(), 0);
+    assert_eq!(l.raw.count_word(), R | WAITERS, "the reader holds the lock");
+    assert_eq!(
+        l.raw.queued_bits(),
+        (true, false),
+        "the writer is still queued"
+    );
+    let Poll::Ready(g) = poll_with(r.as_mut(), &reader.waker()) else {
+        panic!("the granted reader is not ready");
+    };
+    drop(g);
+    assert_eq!(writer.wakes(), 1, "the reader's release served the writer");
+    let Poll::Ready(g) = poll_with(w2.as_mut(), &writer.waker()) else {
+        panic!("the woken writer is not ready");
+    };
+    drop(g);
+    assert_idle(&l);
+}
+
 /// Two readers queued behind a write lock, granted together at its release under the
 /// default policy's rule (they pass the head writer queued after them): the first reader's
 /// future holds the second's wake-up (a relay). Returns the head writer's future, queued
