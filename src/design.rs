@@ -198,16 +198,23 @@
 //! and everyone queued behind it, wait a long section that a FIFO queue would have served
 //! after it: the demo server's lock-sensitive scenario ran at 0.74-0.82x tokio's `SET`
 //! rate with twice its `SET` p99 for that alone. Nothing on the fast paths says how long
-//! sections are, so the passes are timed: one pass of a head writer in eight (and the
-//! first after a veto) notes the time, and when a queued writer next gets the lock, the
-//! wait since then is what the pass cost it. A pass that cost more than the handoff
-//! timeout turns both kinds of passing off for the next 255 turns of queued writers:
-//! grants then keep the queue's order, as under `strict_order`, while arrivals may still
-//! steal and spin as before. That took the demo server from 0.74-0.82x tokio's rate to
-//! 0.89-1.01x (four sets; its `SET` p99 at 0.99-1.12x in the first two), and left `compare`'s tiny sections where they were (a
-//! pass there costs about a microsecond); timing every pass, two clock reads under the
-//! wait lock, had cost the 40+40 shapes 5-6% (`docs/performance.md`, "Passing that pays
-//! for itself").
+//! sections are, so the passes are timed: one pass of a head writer in eight notes the
+//! time, and when a queued writer next gets the lock, the wait since then is what the
+//! pass cost it. A pass that cost more than the handoff timeout turns both kinds of
+//! passing off for the next 255 turns of queued writers: grants then keep the queue's
+//! order, as under `strict_order`, while arrivals may still steal and spin as before.
+//! The veto took the demo server from 0.74-0.82x tokio's rate to 0.89-1.01x (four sets;
+//! its `SET` p99 at 0.99-1.12x in the first two), and left `compare`'s tiny sections
+//! where they were (a pass there costs about a microsecond); timing every pass, two clock
+//! reads under the wait lock, had cost the 40+40 shapes 5-6% (`docs/performance.md`,
+//! "Passing that pays for itself"). So every pass is timed only after a veto, until a
+//! thousand in a row were cheap: one long reader among short ones is one pass in
+//! hundreds, which the sample caught once in eight of its passes, while each pass it was
+//! not caught in kept every queued writer waiting out its whole hold (`compare`'s
+//! long-reader at 2 workers: writers' p99 at 11 ms, tokio's 0.5 ms, in half the runs).
+//! Watched, its next pass vetoes again, and the writers' p99 came within 1.2x tokio's
+//! (`docs/performance.md`, "Round fifteen"); 40 readers and 40 writers, whose passes cost
+//! microseconds, veto once or twice a second and stay sampled.
 //!
 //! **Cancellation.** Dropping a pending acquire in any state is safe: a queued node
 //! unlinks itself and, if it was the head, wakes the next head; a node that was granted

@@ -64,7 +64,8 @@
 //!   one queued upgradable reader; under `strict_order` or a zero handoff timeout only the
 //!   run of readers at the head, up to the first waiter it cannot take; so too, and no
 //!   reader passes a head writer, while a timed pass that cost its writer more than the
-//!   handoff timeout vetoes passing: `PassCheck`); a head upgrade is granted the write lock when only its
+//!   handoff timeout vetoes passing, after which every pass is timed for a while:
+//!   `PassCheck`); a head upgrade is granted the write lock when only its
 //!   own read bias is left. [`RawRwLock::grant`] is the one place a node is granted.
 //! - **The waiter's side** ([`waiter`]): the lock future ([`LockFuture`]), its re-polls,
 //!   and cancellation: dropping a pending acquire unlinks its node; if it was the head the

@@ -64,8 +64,9 @@ pub struct Policy {
     ///
     /// It is also what a pass of queued writers by queued readers may cost: one that made
     /// its writer wait longer keeps the queue's order for the next 255 turns of queued
-    /// writers (the crate documentation's *Passing that pays for itself*; a timeout over
-    /// 262 ms never does).
+    /// writers, and every pass after those is timed until a thousand in a row were cheap
+    /// (the crate documentation's *Passing that pays for itself*; a timeout over 65 ms
+    /// never vetoes).
     pub handoff_timeout: Duration,
     /// How many queued readers one wake-up grants at once, in `1..=256`
     /// ([`MAX_READER_WAKE_BATCH`]); values outside are clamped when the lock is built.

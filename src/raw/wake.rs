@@ -39,42 +39,59 @@ const PASS_WRITER_BATCH: usize = 2;
 /// (the bound the policy puts on the head's wait for passers) turns passing off for the
 /// next [`VETO_TURNS`] turns of queued writers: a grant of readers then stops at the first
 /// queued writer (the queue's order, as under [`strict_order`]), and no reader passes a
-/// head writer. The first pass after that is timed again.
+/// head writer. After the veto every pass is timed (the check *watches*) until
+/// [`WATCH_PASSES`] timed passes in a row were cheap; an expensive one vetoes again.
 ///
 /// A clock read costs: two per pass under the wait lock took a twentieth of the
 /// throughput of 40 readers and 40 writers with tiny sections (`docs/performance.md`,
-/// "Passing that pays for itself"). So one pass in [`SAMPLE_EVERY`] is timed, and the first
-/// after a veto; no clock is read anywhere else.
+/// "Passing that pays for itself"). So while nothing was expensive one pass in
+/// [`SAMPLE_EVERY`] is timed; no clock is read anywhere else. The watch is for readers that
+/// are long only now and then: one long reader among short ones (a snapshot beside a
+/// stream of short reads) is one pass in hundreds, which the sample times once in eight of
+/// its passes, and each untimed one keeps every writer queued waiting out its whole hold
+/// (`docs/performance.md`, "Round fifteen"). Watched, its next pass is timed and vetoes
+/// again; a lock whose readers are all short never pays for a watch.
 ///
-/// One word: `[start | sample | TIMING | veto]`: the veto (turns left without passing) in
-/// the low byte; [`TIMING`] while a pass is timed; three bits counting the untimed passes
-/// left before the next timed one; and above them the timed pass's start in microseconds
-/// ([`Clock::micros`](crate::loom::Clock::micros), its low 20 bits: an interval is
-/// measured modulo 1.05 s, so a handoff timeout past a quarter of that never vetoes).
+/// One word: `[start | WATCH | TIMING | VETOED | countdown]`. The countdown (11 bits)
+/// counts what the phase counts down: while [`VETOED`], the writer turns left without
+/// passing; else, while [`WATCH`], the cheap timed passes left to watch; else the untimed
+/// passes left before the next timed one. [`TIMING`] while a pass is timed, and above it the
+/// timed pass's start in microseconds ([`Clock::micros`](crate::loom::Clock::micros), its
+/// low 18 bits: an interval is measured modulo 262 ms, so a handoff timeout past a quarter
+/// of that, 65 ms, never vetoes). A veto sets `WATCH` too: the watch begins when the veto ends.
 ///
 /// [`strict_order`]: crate::Policy#structfield.strict_order
 /// [`TIMING`]: PassCheck::TIMING
+/// [`VETOED`]: PassCheck::VETOED
+/// [`WATCH`]: PassCheck::WATCH
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PassCheck(u32);
 
 /// Turns of queued writers without passing after a pass that cost more than the handoff
-/// timeout (the most the veto byte holds).
+/// timeout.
 pub(crate) const VETO_TURNS: u32 = 255;
 
-/// One pass in this many is timed (while passing is on).
+/// One pass in this many is timed (while passing is on and no watch is kept).
 pub(crate) const SAMPLE_EVERY: u32 = 8;
 
+/// After a veto, every pass is timed until this many timed passes in a row were cheap:
+/// more than a lock makes between two holds of a reader that comes back every few
+/// milliseconds (one 10 ms reader beside 16 short readers and 4 writers: about 270 on the
+/// 2-core machine of `docs/performance.md`).
+pub(crate) const WATCH_PASSES: u32 = 1024;
+
 impl PassCheck {
-    /// The turns left without passing (0: passing allowed).
-    const VETO: u32 = 0b1111_1111;
-    /// A pass is timed: its start is in the bits above.
-    const TIMING: u32 = 0b1_0000_0000;
-    /// Where the sample count begins.
-    const SAMPLE_SHIFT: u32 = 9;
-    /// The untimed passes left before the next timed one.
-    const SAMPLE: u32 = 0b111 << Self::SAMPLE_SHIFT;
+    /// What the phase counts down (see the type's documentation).
+    const COUNTDOWN: u32 = 0b111_1111_1111;
+    /// Passing is off; the countdown is the writer turns left.
+    const VETOED: u32 = 0b1000_0000_0000;
+    /// A pass is timed: its start is in the bits above [`WATCH`](Self::WATCH).
+    const TIMING: u32 = 0b1_0000_0000_0000;
+    /// Every pass is timed; the countdown (once not [`VETOED`](Self::VETOED)) is the cheap
+    /// ones left to watch.
+    const WATCH: u32 = 0b10_0000_0000_0000;
     /// Where the start begins.
-    const START_SHIFT: u32 = 12;
+    const START_SHIFT: u32 = 14;
     /// The start's bits, shifted down.
     const START_MASK: u32 = u32::MAX >> Self::START_SHIFT;
 
@@ -85,19 +102,20 @@ impl PassCheck {
     /// Is passing off (a recent timed pass cost more than the handoff timeout)?
     #[inline]
     pub(crate) fn passing_off(self) -> bool {
-        self.0 & Self::VETO != 0
+        self.0 & Self::VETOED != 0
     }
 
     /// Neither timing a pass nor vetoing: a writer's turn changes nothing.
     #[inline]
     pub(crate) fn idle(self) -> bool {
-        self.0 & (Self::TIMING | Self::VETO) == 0
+        self.0 & (Self::TIMING | Self::VETOED) == 0
     }
 
-    /// Passing off for [`VETO_TURNS`] writer turns (the models start from it).
+    /// Passing off for [`VETO_TURNS`] writer turns, then watched, as after an expensive
+    /// pass (the models start from it).
     #[cfg(all(test, async_rwsem_loom))]
     pub(crate) const fn vetoed() -> Self {
-        Self(VETO_TURNS)
+        Self(Self::VETOED | Self::WATCH | VETO_TURNS)
     }
 
     /// Is a pass being timed?
@@ -106,18 +124,43 @@ impl PassCheck {
         self.0 & Self::TIMING != 0
     }
 
+    /// Cheap timed passes still to watch before sampling again (0: sampling; during a
+    /// veto, all of them).
+    #[cfg(test)]
+    pub(crate) fn watching(self) -> u32 {
+        match self.0 & (Self::WATCH | Self::VETOED) {
+            0 => 0,
+            Self::WATCH => self.0 & Self::COUNTDOWN,
+            _ => WATCH_PASSES,
+        }
+    }
+
     /// Queued readers passed the head writer now; `now` reads the clock
-    /// ([`Clock::micros`](crate::loom::Clock::micros)), if this pass is the one timed.
+    /// ([`Clock::micros`](crate::loom::Clock::micros)), if this pass is one timed.
     pub(crate) fn passed(&mut self, now: impl FnOnce() -> u32) {
         debug_assert!(!self.passing_off());
-        let sample = (self.0 & Self::SAMPLE) >> Self::SAMPLE_SHIFT;
-        self.0 = if sample == 0 {
-            let start = now() & Self::START_MASK;
-            Self::TIMING | ((SAMPLE_EVERY - 1) << Self::SAMPLE_SHIFT) | (start << Self::START_SHIFT)
+        if self.0 & Self::TIMING != 0 {
+            // A pass still being timed (its writer was cancelled) keeps its start; an
+            // untimed one counts down the sample.
+            if self.0 & Self::WATCH == 0 && self.0 & Self::COUNTDOWN != 0 {
+                self.0 -= 1;
+            }
+            return;
+        }
+        let countdown = self.0 & Self::COUNTDOWN;
+        if self.0 & Self::WATCH == 0 && countdown != 0 {
+            // Sampling, and not this one.
+            self.0 -= 1;
+            return;
+        }
+        // Timed: every pass while watched (the countdown stays), one in eight otherwise.
+        let start = now() & Self::START_MASK;
+        let rest = if self.0 & Self::WATCH != 0 {
+            self.0 & (Self::WATCH | Self::COUNTDOWN)
         } else {
-            // Untimed; a pass still being timed (its writer was cancelled) stays so.
-            (self.0 & !Self::SAMPLE) | ((sample - 1) << Self::SAMPLE_SHIFT)
+            SAMPLE_EVERY - 1
         };
+        self.0 = (start << Self::START_SHIFT) | Self::TIMING | rest;
     }
 
     /// A queued writer got the lock: the end of a timed pass, or one turn of a veto.
@@ -130,15 +173,26 @@ impl PassCheck {
             let timeout = timeout.as_micros();
             let expensive =
                 timeout < u128::from(Self::START_MASK / 4) && u128::from(cost) > timeout;
+            let rest = self.0 & (Self::WATCH | Self::COUNTDOWN);
             self.0 = if expensive {
-                // Sample bits zero: the first pass after the veto is timed.
-                VETO_TURNS
+                // Passing off, then watched.
+                Self::VETOED | Self::WATCH | VETO_TURNS
+            } else if rest & Self::WATCH == 0 {
+                // Sampling: the countdown runs on.
+                rest
+            } else if rest == Self::WATCH | 1 {
+                // The last cheap pass of the watch: sampling again, from a timed pass.
+                0
             } else {
-                self.0 & Self::SAMPLE
+                rest - 1
             };
         } else if self.passing_off() {
-            // At the last turn of the veto the sample bits are zero already.
-            self.0 -= 1;
+            // The veto's last turn starts the watch.
+            self.0 = if self.0 & Self::COUNTDOWN == 1 {
+                Self::WATCH | WATCH_PASSES
+            } else {
+                self.0 - 1
+            };
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Passing that pays for itself ([`PassCheck`]): a timed pass of a head writer by queued
 //! readers that cost the writer more than the handoff timeout turns passing off for
-//! [`VETO_TURNS`] turns of queued writers; then grants keep the queue's order.
+//! [`VETO_TURNS`] turns of queued writers; then grants keep the queue's order. After the
+//! veto every pass is timed until [`WATCH_PASSES`] in a row were cheap.
 //!
 //! The word itself is tested with the clock passed in (no time in these); the lock with a
 //! pass made expensive by a sleep far past a short timeout: a sleep lasts at least its
@@ -9,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::raw::wake::{PassCheck, SAMPLE_EVERY, VETO_TURNS};
+use crate::raw::wake::{PassCheck, SAMPLE_EVERY, VETO_TURNS, WATCH_PASSES};
 use crate::{Policy, RwLock};
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
@@ -52,47 +53,108 @@ fn a_cheap_pass_keeps_passing_on_and_one_pass_in_eight_is_timed() {
     assert!(!p.passing_off());
 }
 
+/// A pass timed from `start` whose writer gets the lock at `end`: the clock must be read
+/// at both.
+fn timed_pass(p: &mut PassCheck, start: u32, end: u32) {
+    let mut read = false;
+    p.passed(|| {
+        read = true;
+        start
+    });
+    assert!(read && p.timing(), "the pass was not timed");
+    p.writer_turn(|| end, TIMEOUT);
+    assert!(!p.timing());
+}
+
 #[test]
-fn an_expensive_pass_vetoes_passing_for_the_next_writer_turns_then_one_is_timed() {
+fn an_expensive_pass_vetoes_passing_for_the_next_writer_turns_then_watches_every_pass() {
     let mut p = PassCheck::new();
-    p.passed(|| 1_000);
-    p.writer_turn(|| 1_251, TIMEOUT);
-    assert!(p.passing_off() && !p.timing());
+    assert_eq!(p.watching(), 0);
+    timed_pass(&mut p, 1_000, 1_251);
+    assert!(p.passing_off());
+    assert_eq!(p.watching(), WATCH_PASSES);
     for turn in 1..VETO_TURNS {
         p.writer_turn(unread, TIMEOUT);
         assert!(p.passing_off(), "still off after {turn} turns");
     }
     p.writer_turn(unread, TIMEOUT);
     assert!(!p.passing_off(), "on again after {VETO_TURNS} turns");
-    // The first pass after a veto is timed.
-    let mut read = false;
-    p.passed(|| {
-        read = true;
-        7
-    });
-    assert!(read && p.timing());
+    // Watched: every pass is timed, each cheap one counted down...
+    for left in (1..=WATCH_PASSES).rev() {
+        assert_eq!(p.watching(), left);
+        timed_pass(&mut p, 10_000, 10_100);
+        assert!(!p.passing_off());
+    }
+    assert_eq!(p.watching(), 0);
+    // ... then sampling again: the first pass is timed, the next seven are not.
+    timed_pass(&mut p, 20_000, 20_100);
+    for _ in 1..SAMPLE_EVERY {
+        p.passed(unread);
+        assert!(!p.timing());
+        p.writer_turn(unread, TIMEOUT);
+    }
+    timed_pass(&mut p, 30_000, 30_100);
+    assert!(!p.passing_off());
+}
+
+/// A check just out of a veto (an expensive pass, then its turns): watching.
+fn watched() -> PassCheck {
+    let mut p = PassCheck::new();
+    timed_pass(&mut p, 0, 1_000);
+    for _ in 0..VETO_TURNS {
+        p.writer_turn(unread, TIMEOUT);
+    }
+    assert!(!p.passing_off());
+    assert_eq!(p.watching(), WATCH_PASSES);
+    p
+}
+
+#[test]
+fn an_expensive_pass_during_the_watch_vetoes_again_and_restarts_it() {
+    let mut p = watched();
+    // Cheap passes, then one long reader among them.
+    for _ in 0..100 {
+        timed_pass(&mut p, 5_000, 5_010);
+    }
+    assert_eq!(p.watching(), WATCH_PASSES - 100);
+    timed_pass(&mut p, 6_000, 16_000);
+    assert!(p.passing_off());
+    assert_eq!(p.watching(), WATCH_PASSES, "the watch starts over");
+}
+
+#[test]
+fn a_watched_pass_whose_writer_was_cancelled_keeps_its_start() {
+    let mut p = watched();
+    // Timed from 100; its writer leaves the queue, and the next pass reads no clock: the
+    // pass in flight is still timed from 100, so the next writer's turn at 400 finds it
+    // expensive.
+    p.passed(|| 100);
+    p.passed(unread);
+    assert!(p.timing());
+    p.writer_turn(|| 400, TIMEOUT);
+    assert!(p.passing_off());
 }
 
 #[test]
 fn the_cost_is_taken_across_the_clocks_wrap_and_long_timeouts_never_veto() {
-    // The start is kept in 20 bits of microseconds: a pass that starts just before they
+    // The start is kept in 18 bits of microseconds: a pass that starts just before they
     // wrap and ends after is still measured by its length.
     let mut p = PassCheck::new();
-    p.passed(|| (1 << 20) - 100);
-    p.writer_turn(|| (1 << 20) + 100, TIMEOUT);
+    p.passed(|| (1 << 18) - 100);
+    p.writer_turn(|| (1 << 18) + 100, TIMEOUT);
     assert!(!p.passing_off(), "200 us, across the wrap");
     let mut p = PassCheck::new();
     p.passed(|| u32::MAX - 100);
     p.writer_turn(|| 400, TIMEOUT);
     assert!(p.passing_off(), "501 us, across the u32's wrap");
-    // A timeout past a quarter of the 1.05 s the start can measure never vetoes.
+    // A timeout past a quarter of the 262 ms the start can measure never vetoes.
     let mut p = PassCheck::new();
     p.passed(|| 0);
-    p.writer_turn(|| 900_000, Duration::from_millis(300));
+    p.writer_turn(|| 200_000, Duration::from_millis(70));
     assert!(!p.passing_off());
     let mut p = PassCheck::new();
     p.passed(|| 0);
-    p.writer_turn(|| 900_000, Duration::from_millis(200));
+    p.writer_turn(|| 200_000, Duration::from_millis(60));
     assert!(p.passing_off());
 }
 
@@ -194,6 +256,10 @@ fn readers_that_hold_a_passed_writer_past_the_timeout_turn_passing_off() {
     drop(w1);
     assert!(r.is_woken(), "passing is on again");
     assert!(!w.is_woken());
+    // Watched after the veto: this pass is timed (as is every one until enough were
+    // cheap; their cost needs a fast clock, which a loaded machine does not promise, so
+    // that is tested on the word alone).
+    assert!(l.raw.with_wait_list(|list, _| list.pass_check.timing()));
     drop(assert_ready!(r.poll()));
     drop(assert_ready!(w.poll()));
     assert_eq!(l.raw.count_word(), 0);
