@@ -284,10 +284,11 @@ impl RawRwLock {
     }
 
     /// How long `who` may spin now, under `cap` (the policy's): the learned budget, or the
-    /// cap itself when the policy's spin is not adaptive. `None`: do not spin.
+    /// cap itself when the policy's spin is not adaptive or the spinner is a thread that
+    /// would park (a blocking acquire, [`parking`]). `None`: do not spin.
     #[inline]
     fn spin_budget(&self, who: spin::Spinner, cap: Duration) -> Option<Duration> {
-        if self.policy.adaptive_spin() {
+        if self.policy.adaptive_spin() && !parking::parks() {
             self.spin.budget(who, cap)
         } else {
             (!cap.is_zero()).then_some(cap)

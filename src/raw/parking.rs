@@ -2,9 +2,18 @@
 //! and the rest) polls its acquire future inside [`parking`], and a node queued during such
 //! a poll is marked ([`WaiterInner::parks`](super::list::WaiterInner::parks)).
 //!
-//! The mark changes one thing: the bound in count on passing (`Policy::pass_bound`) does
-//! not serve a head that is a parked thread, and queued readers are not granted past such
-//! a head writer (`fair.rs`, `wake.rs`). A turn of the queue given to a parked thread
+//! The flag changes two things. A thread that would park spins for the policy's whole cap
+//! (`writer_spin`, `reader_spin`) whatever the lock's spins taught (`spin.rs`): the learned
+//! budget keeps a task from holding a worker its executor could give to other tasks, and
+//! a thread about to park has nothing else to run, while its park costs a wake-up. The
+//! writer of 1 writer and 4 reader threads on 2 cores had learned a budget of zero (its
+//! spins on a lock readers keep taking run out), and every write was a park and two
+//! wake-ups: about 1-4k writes/s; spinning its cap it wins the spin at a moment the readers
+//! leave, about 50-70k (`docs/performance.md`, round sixteen).
+//!
+//! And a node queued by such a poll is marked: the bound in count on passing
+//! (`Policy::pass_bound`) does not serve a head that is a parked thread, and queued readers
+//! are not granted past such a head writer (`fair.rs`, `wake.rs`). A turn of the queue given to a parked thread
 //! costs that thread's wake-up, and the lock sits idle until the thread runs, which on a
 //! busy machine is a scheduler's time slice away; given after every pass, as to a task,
 //! it made every operation of 4 writer and 4 reader threads a wake-up (about 100k

@@ -78,7 +78,8 @@ pub struct Policy {
     pub reader_spin: Duration,
     /// Whether the spin budgets are learned (the default) or always the caps
     /// (`writer_spin`, `reader_spin`), as fixed budgets: a spin then lasts its whole cap
-    /// whatever the spins before it taught.
+    /// whatever the spins before it taught. A blocking acquire (`blocking_write` and the
+    /// rest) spins its cap either way: a thread about to park has nothing else to run.
     pub adaptive_spin: bool,
     /// No arrival passes a non-empty queue: with waiters queued, no reader steals the lock
     /// (or spins for it) and no writer takes it (even while a woken head has not run yet);

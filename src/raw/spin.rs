@@ -17,6 +17,10 @@
 //! - at zero, one contended acquire in [`PROBE_EVERY`] spins anyway for a short probe
 //!   budget, so that the lock notices within milliseconds when owners run again.
 //!
+//! A thread that would park (a blocking acquire) is given the cap instead of the learned
+//! budget (`RawRwLock::spin_budget`, and `parking.rs` for why); its spins teach the budget
+//! as any spin does.
+//!
 //! Nothing here runs on the uncontended paths: no clock is read unless a task spins. Nothing
 //! here reads a clock at all: the spinners pass in how long they spun.
 //!

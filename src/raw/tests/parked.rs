@@ -10,6 +10,8 @@
 use std::time::Duration;
 
 use crate::raw::parking::parking;
+use crate::raw::spin::Spinner;
+use crate::Policy;
 use crate::RwLock;
 use tokio_test::task::spawn;
 use tokio_test::{assert_pending, assert_ready};
@@ -149,4 +151,46 @@ fn a_parked_head_woken_to_compete_claims_the_handoff_itself() {
     assert_eq!(l.raw.count_word(), W | PENDING, "granted at the release");
     drop(assert_ready!(parking(|| w2.poll())));
     assert_idle(&l);
+}
+
+/// A thread that would park spins for the policy's whole cap, whatever the lock's spins
+/// taught: the learned budget keeps a task from holding a worker its executor could give
+/// to other tasks, and a thread about to park has nothing else to run (a park costs it a
+/// wake-up, a scheduler's time slice away on a busy machine). A task on the same lock
+/// still gets the learned budget: no spin, or one probe in 32.
+#[test]
+fn a_thread_that_would_park_spins_for_the_whole_cap() {
+    let cap = Duration::from_micros(10);
+    let l = RwLock::with_policy(0, Policy::new().writer_spin(cap).reader_spin(cap));
+    for who in [Spinner::Writer, Spinner::Reader] {
+        for _ in 0..8 {
+            l.raw.spin.lost(who, cap);
+        }
+        assert_eq!(l.raw.spin.current(who, cap), Duration::ZERO);
+        let mut probes = 0;
+        for _ in 0..64 {
+            match l.raw.spin_budget(who, cap) {
+                None => {}
+                Some(budget) => {
+                    assert!(budget < cap, "{who:?}: a task gets a probe at most");
+                    probes += 1;
+                }
+            }
+        }
+        assert_eq!(probes, 2, "{who:?}: one task acquire in 32 probes");
+        for _ in 0..64 {
+            assert_eq!(
+                parking(|| l.raw.spin_budget(who, cap)),
+                Some(cap),
+                "{who:?}"
+            );
+        }
+        // The thread's spins leave the learned budget as it was.
+        assert_eq!(l.raw.spin.current(who, cap), Duration::ZERO);
+    }
+    // A cap of zero is no spin, for a thread too.
+    assert_eq!(
+        parking(|| l.raw.spin_budget(Spinner::Writer, Duration::ZERO)),
+        None
+    );
 }
