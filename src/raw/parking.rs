@@ -7,9 +7,9 @@
 //! budget keeps a task from holding a worker its executor could give to other tasks, and
 //! a thread about to park has nothing else to run, while its park costs a wake-up. The
 //! writer of 1 writer and 4 reader threads on 2 cores had learned a budget of zero (its
-//! spins on a lock readers keep taking run out), and every write was a park and two
-//! wake-ups: about 1-4k writes/s; spinning its cap it wins the spin at a moment the readers
-//! leave, about 50-70k (`docs/performance.md`, round sixteen).
+//! spins on a lock readers keep taking run out), and every write was a park and one or two
+//! wake-ups; spinning its cap, it wins at a moment the readers leave (the figures:
+//! `docs/performance.md`, "Round sixteen").
 //!
 //! And a node queued by such a poll is marked: the bound in count on passing
 //! (`Policy::pass_bound`) does not serve a head that is a parked thread, and queued readers
