@@ -2,7 +2,9 @@
 //! forms and `blocking_upgradable_read`; and the timed ones, as `parking_lot` names them:
 //! `try_read_for`, `try_write_for`, `try_upgradable_read_for` and their `_until` forms.
 //! Each is the acquire future polled by a small thread-parking executor, no runtime
-//! needed; a timed one drops (cancels) the future at its deadline.
+//! needed; a timed one drops (cancels) the future at its deadline. The poll runs inside
+//! `raw::parking::parking`: the lock sees a thread that would park (it spins its whole cap
+//! and its queued node is a parked thread's, `raw/parking.rs`).
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -135,7 +137,11 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for reading from synchronous code, blocking the current thread until the
     /// lock is taken. Needs no runtime: the thread parks and is woken as an async waiter
     /// would be, and the lock's queueing, stealing and handoff apply as for
-    /// [`read`](Self::read).
+    /// [`read`](Self::read). Where a task would spin before it queues, the thread spins
+    /// for the policy's whole cap ([`reader_spin`](crate::Policy#structfield.reader_spin);
+    /// `writer_spin` for the blocking writes), not the budget the lock has learned from
+    /// spins ([`adaptive_spin`](crate::Policy#structfield.adaptive_spin)): a thread about
+    /// to park has nothing else to run.
     ///
     /// # Deadlocks
     ///
