@@ -139,18 +139,14 @@ impl PassCheck {
     /// ([`Clock::micros`](crate::loom::Clock::micros)), if this pass is one timed.
     pub(crate) fn passed(&mut self, now: impl FnOnce() -> u32) {
         debug_assert!(!self.passing_off());
-        if self.0 & Self::TIMING != 0 {
-            // A pass still being timed (its writer was cancelled) keeps its start; an
-            // untimed one counts down the sample.
-            if self.0 & Self::WATCH == 0 && self.0 & Self::COUNTDOWN != 0 {
-                self.0 -= 1;
-            }
+        if self.0 & Self::WATCH == 0 && self.0 & Self::COUNTDOWN != 0 {
+            // Sampling, and not this one: it counts down the sample (whether or not an
+            // earlier pass is still being timed).
+            self.0 -= 1;
             return;
         }
-        let countdown = self.0 & Self::COUNTDOWN;
-        if self.0 & Self::WATCH == 0 && countdown != 0 {
-            // Sampling, and not this one.
-            self.0 -= 1;
+        if self.0 & Self::TIMING != 0 {
+            // A pass still being timed (its writer was cancelled) keeps its start.
             return;
         }
         // Timed: every pass while watched (the countdown stays), one in eight otherwise.

@@ -53,6 +53,30 @@ fn a_cheap_pass_keeps_passing_on_and_one_pass_in_eight_is_timed() {
     assert!(!p.passing_off());
 }
 
+/// Passes made while a sampled pass is still timed (its writer not yet served: more
+/// readers granted past the head, or a cancelled writer) count down the sample as untimed
+/// passes do and keep the timed start: the next timed pass is still the eighth.
+#[test]
+fn passes_during_a_timed_one_count_down_the_sample_and_keep_its_start() {
+    let mut p = PassCheck::new();
+    p.passed(|| 1_000);
+    assert!(p.timing());
+    for _ in 1..SAMPLE_EVERY {
+        p.passed(unread);
+        assert!(p.timing());
+    }
+    // The timed start is the first pass's: 1,000 to 1,200 is under the timeout.
+    p.writer_turn(|| 1_200, TIMEOUT);
+    assert!(!p.passing_off() && !p.timing());
+    // The sample ran down meanwhile: this pass is the next timed one.
+    let mut read = false;
+    p.passed(|| {
+        read = true;
+        2_000
+    });
+    assert!(read && p.timing());
+}
+
 /// A pass timed from `start` whose writer gets the lock at `end`: the clock must be read
 /// at both.
 fn timed_pass(p: &mut PassCheck, start: u32, end: u32) {
