@@ -77,7 +77,7 @@
 //! fixed budgets). The budget is the tasks': a blocking acquire's thread, which would
 //! otherwise park and has nothing else to run, spins the whole cap, as a kernel thread
 //! spins while the owner runs (the writer of 1 writer and 4 reader threads had learned
-//! zero and paid a park and two wake-ups per write).
+//! zero and paid a park and one or two wake-ups per write).
 //!
 //! **What differs from the kernel: the convoy.** A woken thread runs within
 //! microseconds; a woken task waits in its executor's run queue behind every other ready

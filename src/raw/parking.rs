@@ -13,10 +13,11 @@
 //!
 //! And a node queued by such a poll is marked: the bound in count on passing
 //! (`Policy::pass_bound`) does not serve a head that is a parked thread, and queued readers
-//! are not granted past such a head writer (`fair.rs`, `wake.rs`). A turn of the queue given to a parked thread
-//! costs that thread's wake-up, and the lock sits idle until the thread runs, which on a
-//! busy machine is a scheduler's time slice away; given after every pass, as to a task,
-//! it made every operation of 4 writer and 4 reader threads a wake-up (about 100k
+//! are not granted past such a head writer (`fair.rs`, `wake.rs`). A turn of the queue
+//! given to a parked thread costs that thread's wake-up, and the lock sits idle until the
+//! thread runs, which on a busy machine is a scheduler's time slice away; given after
+//! every pass, as to a task, it made every operation of 4 writer and 4 reader threads a
+//! wake-up (about 100k
 //! operations/s on 2 cores, against 7M without the bound). Such a head is served by the
 //! bound in time, `Policy::handoff_timeout`, as the kernel serves its threads and
 //! `parking_lot` its (eventual fairness, every 0.5 ms). Once a release has woken it to

@@ -185,7 +185,7 @@ fn a_thread_that_would_park_spins_for_the_whole_cap() {
                 "{who:?}"
             );
         }
-        // The thread's spins leave the learned budget as it was.
+        // Asking for a thread's budget leaves the learned one as it was.
         assert_eq!(l.raw.spin.current(who, cap), Duration::ZERO);
     }
     // A cap of zero is no spin, for a thread too.
