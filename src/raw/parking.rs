@@ -17,8 +17,7 @@
 //! given to a parked thread costs that thread's wake-up, and the lock sits idle until the
 //! thread runs, which on a busy machine is a scheduler's time slice away; given after
 //! every pass, as to a task, it made every operation of 4 writer and 4 reader threads a
-//! wake-up (about 100k
-//! operations/s on 2 cores, against 7M without the bound). Such a head is served by the
+//! wake-up (about 100k operations/s on 2 cores, against 7M without the bound). Such a head is served by the
 //! bound in time, `Policy::handoff_timeout`, as the kernel serves its threads and
 //! `parking_lot` its (eventual fairness, every 0.5 ms). Once a release has woken it to
 //! compete, it is left to claim the lock when it runs, as the kernel's writer does: it
